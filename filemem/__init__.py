@@ -1,0 +1,58 @@
+"""filemem: a local-first memory store for coding agents.
+
+It implements dsh-memory-protocol/v1 over a git repository of plain Markdown files: one
+file per entry, one commit per approved write. ::
+
+    import filemem
+
+    store = filemem.open_store("~/memory", create=True, write_policy="auto")
+    ctx = filemem.write_context(session_id="s1", cwd="/code/api", agent="coder")
+    store.add({"track": "user", "scope": "user-global", "text": "Prefers short answers"}, ctx)
+    store.query({"text": "short"})
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .approval import ApprovalRequest, Decision, Gate
+from .errors import CODES, ProtocolError
+from .location import default_store_path, resolve_store_path
+from .model import PROTOCOL, Entry
+from .provider import Provider, write_context
+from .store import Store, StoreNotFound
+
+__version__ = "0.1.0"
+
+
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False,
+               gate: Gate | None = None, budgets: Any = None, write_policy: str | None = None,
+               write_policies: Any = None) -> Provider:
+    """Open the store at ``path`` (default: see :func:`default_store_path`) as a Provider.
+
+    ``create=True`` makes the store if the folder is missing or empty. ``gate`` is called
+    with an :class:`ApprovalRequest` when the policy says ``ask`` and must return an outcome
+    (``"allowed-once"`` lets the write through). ``budgets``, ``write_policy`` and
+    ``write_policies`` override the store's ``filemem.yaml`` for this process only.
+    """
+    root = resolve_store_path(path)
+    if create and (not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))):
+        store = Store.create(root)
+    else:
+        store = Store(root)
+    store.checked()  # fail now on a corrupt or too-new store
+    return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,
+                    write_policies=write_policies)
+
+
+def init_store(path: str | os.PathLike[str] | None = None) -> Provider:
+    """Create a new store (the folder must be missing or empty) and open it."""
+    return Provider(Store.create(resolve_store_path(path)))
+
+
+__all__ = [
+    "CODES", "PROTOCOL", "ApprovalRequest", "Decision", "Entry", "Gate", "Provider",
+    "ProtocolError", "Store", "StoreNotFound", "default_store_path", "init_store",
+    "open_store", "write_context",
+]

@@ -1,0 +1,158 @@
+"""The approval gate: write policies, who is asked, and the outcome label the audit records.
+
+The gate lives in the provider: every write goes through :func:`decide`, whatever surface
+it came from. The policy is configuration (``filemem.yaml``); nothing a model sends can
+change it. Under ``ask`` the question goes to a transport: a per-call ``write["gate"]``
+(the "write gate"), else the gate the provider was opened with (a Python callback, the CLI's
+terminal prompt, the bridge host, MCP elicitation). With no transport, nobody can approve and
+the write fails closed (``unavailable``).
+
+Approve what you see: the payload carries the full change (the new text; for a replace the
+``from:`` and ``to:`` texts; for a remove the removed text; for a consolidate every target
+and the new text; for a seed every entry).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .config import Config
+
+ALLOWED: Final = "allowed-once"
+OUTCOMES: Final = ("allowed-once", "rejected", "cancelled", "unavailable")
+REQUEST_MARKER: Final = "[dsh-memento]"
+_REASON_RE: Final = re.compile(
+    r"^\[dsh-memento\] ([a-z]+)(?: \((\d+) entries\))? ([a-z]+)/([a-z-]+)"
+    r"(?: \[source:([^\]]+)\])?\n([\s\S]*)$"
+)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a person is asked to approve."""
+
+    payload: dict[str, Any]  # action, track, scope, text, source (not for seed), count (seed)
+    reason: str  # the protocol's one-string form: "[dsh-memento] add user/workspace ..."
+    write: dict[str, Any]  # the write context (agent session) the request came with
+    policy: str
+    policy_key: str | None  # the writePolicies key that chose the policy, if any
+
+    @property
+    def action(self) -> str:
+        return str(self.payload["action"])
+
+    @property
+    def text(self) -> str:
+        return str(self.payload["text"])
+
+
+Gate = Callable[[ApprovalRequest], str]
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str
+    label: str  # the audit row's outcome: names what decided
+    detail: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome == ALLOWED
+
+
+def reason(payload: dict[str, Any]) -> str:
+    count = f" ({payload['count']} entries)" if payload.get("count") is not None else ""
+    source = f" [source:{payload['source']}]" if payload.get("source") is not None else ""
+    return (f"{REQUEST_MARKER} {payload['action']}{count} {payload['track']}/{payload['scope']}"
+            f"{source}\n{payload['text']}")
+
+
+def parse_reason(text: str) -> dict[str, Any] | None:
+    """The payload back from a reason string (None if it is not a filemem request)."""
+    m = _REASON_RE.match(text)
+    if not m:
+        return None
+    action, count, track, scope, source, body = m.groups()
+    out: dict[str, Any] = {"action": action, "track": track, "scope": scope, "text": body}
+    if count is not None:
+        out["count"] = int(count)
+    if source is not None:
+        out["source"] = source
+    return out
+
+
+def resolve_policy(config: Config, payload: dict[str, Any]) -> tuple[str, str | None]:
+    """``source:<name>`` first, then ``<track>/<scope>``, then the global policy."""
+    source = payload.get("source")
+    if source is not None:
+        key = f"source:{source}"
+        if key in config.write_policies:
+            return config.write_policies[key], key
+    key = f"{payload['track']}/{payload['scope']}"
+    if key in config.write_policies:
+        return config.write_policies[key], key
+    return config.write_policy, None
+
+
+def gate_name(gate: Any) -> str:
+    return str(getattr(gate, "name", None) or "python gate")
+
+
+def decide(config: Config, payload: dict[str, Any], write: dict[str, Any],
+           provider_gate: Gate | None) -> Decision:
+    """Apply the policy and, under ``ask``, ask the transport. Never raises."""
+    policy, key = resolve_policy(config, payload)
+    which = f"writePolicy {policy}" + (f" for {key}" if key else "")
+    if policy == "auto":
+        return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})")
+    if policy == "off":
+        return Decision("rejected", f"rejected (via approval, {which})")
+    request = ApprovalRequest(payload, reason(payload), write, policy, key)
+    call_gate = write.get("gate")
+    if callable(call_gate):
+        via, gate = f"via write gate, {which}", call_gate
+    elif provider_gate is not None:
+        via, gate = f"via approval, {which}; answered by {gate_name(provider_gate)}", \
+            provider_gate
+    else:
+        return Decision("unavailable", f"unavailable (via approval, {which}; no approver)",
+                        "no person can be asked to approve this write")
+    try:
+        outcome = gate(request)
+    except Exception as exc:  # a broken transport fails closed, and says why
+        return Decision("unavailable", f"unavailable ({via})", f"approval ask failed: {exc}")
+    if not isinstance(outcome, str) or not outcome:
+        outcome = "unavailable"
+    return Decision(outcome, f"{outcome} ({via})")
+
+
+def describe(request: ApprovalRequest) -> str:
+    """The request as a person reads it in a prompt: everything that would be written."""
+    p = request.payload
+    action = p["action"]
+    who = request.write.get("agent") if isinstance(request.write, dict) else None
+    session = who.get("session") if isinstance(who, dict) else None
+    session_id = session.get("id") if isinstance(session, dict) else None
+    lines = []
+    if action == "seed":
+        lines.append(f"Write {p.get('count')} new memory entries in one commit:")
+    else:
+        verb = {"add": "Add a memory entry to", "replace": "Replace a memory entry in",
+                "remove": "Remove a memory entry from",
+                "consolidate": "Consolidate memory entries in"}.get(action, f"{action} in")
+        lines.append(f"{verb} {p['track']}/{p['scope']}:")
+    facts = []
+    if p.get("source") is not None:
+        facts.append(f"source {p['source']}")
+    if session_id is not None:
+        facts.append(f"session {session_id}")
+    facts.append(f"policy {request.policy}" + (f" ({request.policy_key})"
+                                               if request.policy_key else ""))
+    lines.append("  " + ", ".join(facts))
+    lines.append("-" * 60)
+    lines.append(p["text"])
+    lines.append("-" * 60)
+    return "\n".join(lines)

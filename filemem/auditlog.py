@@ -1,0 +1,199 @@
+"""Audit rows: in git commit messages (writes, denials) and in the local read-side ledger.
+
+A commit message is a one-line human subject, the full text(s) for a person reading
+``git log``, and a trailer block holding the audit rows, one group per row::
+
+    add user/user-global: Prefers replies in Chinese
+
+    Prefers replies in Chinese
+
+    Audit-Seq: 1811550000000000
+    Audit-Ts: 1764467353123
+    Audit-Action: add
+    Audit-Track: user
+    Audit-Scope: user-global
+    Audit-Entry: 0f7c1b1e-4a5b-4c3d-9e8f-001122334455
+    Audit-Outcome: allowed-once (via approval, writePolicy auto)
+    Audit-Source: dsh-memento
+    Audit-Session: s1
+    Audit-Text: "Prefers replies in Chinese"
+
+Each ``Audit-Seq`` starts a row; absent fields are null. A value that is not a plain single
+line is written as a JSON string (``Audit-Text`` always is). The grammar is documented in
+``schemas/audit-trailers.md``. ``recalled`` and ``snapshot`` rows are read-side events: they
+go to ``.filemem/audit.jsonl``, one JSON row per line, never committed.
+
+``seq`` orders rows across both places: ``max(ts * 1024, last seq + 1)``, allocated under
+the store lock, so it is unique in a store, grows with time, and interleaves sensibly with
+commits pulled from another machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Final
+
+AuditRow = dict[str, Any]
+ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
+                     "source", "sessionId")
+_TRAILERS: Final = (
+    ("seq", "Audit-Seq"), ("ts", "Audit-Ts"), ("action", "Audit-Action"),
+    ("track", "Audit-Track"), ("scope", "Audit-Scope"), ("entryId", "Audit-Entry"),
+    ("outcome", "Audit-Outcome"), ("source", "Audit-Source"), ("sessionId", "Audit-Session"),
+    ("text", "Audit-Text"),
+)
+_FIELD_OF: Final = {name: key for key, name in _TRAILERS}
+_PLAIN_VALUE: Final = re.compile(r'^[^\s"\x00-\x1f\x7f\x85\u2028\u2029](?:[^\x00-\x1f\x7f\x85\u2028\u2029]*[^\s\x00-\x1f\x7f\x85\u2028\u2029])?$')
+_TRAILER_LINE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.*)$")
+SEQ_PER_MS: Final = 1024
+LEDGER_NAME: Final = "audit.jsonl"
+
+
+def row(action: str, *, track: str | None = None, scope: str | None = None,
+        entry_id: str | None = None, text: str | None = None, outcome: str | None = None,
+        source: str | None = None, session_id: str | None = None) -> AuditRow:
+    """A row without seq/ts (the store stamps those when it records the row)."""
+    return {"seq": None, "ts": None, "action": action, "track": track, "scope": scope,
+            "entryId": entry_id, "text": text, "outcome": outcome, "source": source,
+            "sessionId": session_id}
+
+
+def next_seq(ts: int, last: int) -> int:
+    return max(ts * SEQ_PER_MS, last + 1)
+
+
+def _json_line(value: str) -> str:
+    out = json.dumps(value, ensure_ascii=False)
+    return out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+
+
+def _encode_value(key: str, value: Any) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if key != "text" and _PLAIN_VALUE.match(value):
+        return value
+    return _json_line(value)
+
+
+def one_line(text: str, limit: int = 72) -> str:
+    """A subject-line excerpt of a text."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def commit_message(subject: str, body: str, rows: list[AuditRow]) -> str:
+    trailers = []
+    for r in rows:
+        for key, name in _TRAILERS:
+            value = r.get(key)
+            if value is not None:
+                trailers.append(f"{name}: {_encode_value(key, value)}")
+    parts = [one_line(subject, 200)]
+    if body:
+        parts.append(body)
+    parts.append("\n".join(trailers))
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_rows(message: str) -> list[AuditRow] | None:
+    """The audit rows in a commit message, or None if it carries none (not a filemem commit).
+
+    Raises ValueError for a trailer block that starts like filemem's but does not parse.
+    """
+    block = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    lines = block.split("\n")
+    if not lines or not lines[0].startswith("Audit-Seq: "):
+        return None
+    rows: list[AuditRow] = []
+    current: AuditRow | None = None
+    for line in lines:
+        m = _TRAILER_LINE.match(line)
+        if not m or m.group(1) not in _FIELD_OF:
+            raise ValueError(f"unexpected line in the audit trailers: {line[:80]!r}")
+        key, raw = _FIELD_OF[m.group(1)], m.group(2)
+        if key == "seq":
+            current = dict.fromkeys(ROW_FIELDS)
+            rows.append(current)
+        assert current is not None
+        if key in ("seq", "ts"):
+            current[key] = int(raw)
+        elif raw.startswith('"'):
+            value = json.loads(raw)
+            if not isinstance(value, str):
+                raise ValueError(f"{m.group(1)} is not a string")
+            current[key] = value
+        else:
+            current[key] = raw
+    for r in rows:
+        if r["ts"] is None or not r["action"]:
+            raise ValueError("an audit row lacks Audit-Ts or Audit-Action")
+    return rows
+
+
+def external_row(sha: str, time_s: int, message: str) -> AuditRow:
+    """The row shown for a commit made outside filemem (a person's ``git commit``, a merge)."""
+    subject = message.split("\n", 1)[0]
+    return {"seq": time_s * 1000 * SEQ_PER_MS, "ts": time_s * 1000, "action": "external-commit",
+            "track": None, "scope": None, "entryId": None, "text": subject,
+            "outcome": f"committed outside filemem ({sha[:12]})", "source": "git",
+            "sessionId": None}
+
+
+class Ledger:
+    """The append-only read-side ledger (``recalled`` and ``snapshot`` rows)."""
+
+    def __init__(self, meta_dir: str) -> None:
+        self.path = os.path.join(meta_dir, LEDGER_NAME)
+
+    def append(self, rows: list[AuditRow]) -> None:
+        data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
+                       for r in rows).encode("utf-8")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # a killed writer left a torn line: start a fresh one
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def tail(self, limit: int) -> list[AuditRow]:
+        """The newest ``limit`` rows, newest first (reads backwards from the end)."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return []
+        with f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            chunk = 64 * 1024
+            data = b""
+            pos = end
+            while pos > 0 and data.count(b"\n") <= limit:
+                step = min(chunk, pos)
+                pos -= step
+                f.seek(pos)
+                data = f.read(step) + data
+                chunk *= 2
+        lines = data.split(b"\n")
+        if pos > 0:
+            lines = lines[1:]  # the first piece may be a partial line
+        out: list[AuditRow] = []
+        for line in reversed(lines):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue  # a torn last line from a killed process: skip it
+            if isinstance(value, dict):
+                out.append({k: value.get(k) for k in ROW_FIELDS})
+            if len(out) >= limit:
+                break
+        return out
+
+    def last_seq(self) -> int:
+        rows = self.tail(1)
+        return int(rows[0]["seq"]) if rows and isinstance(rows[0]["seq"], int) else 0

@@ -1,0 +1,440 @@
+"""The entry file: YAML front-matter with the protocol fields, then the text, byte for byte.
+
+::
+
+    ---
+    id: 0f7c1b1e-4a5b-4c3d-9e8f-001122334455
+    track: user
+    scope: user-global
+    workspaceKey: ""
+    agentKey: ""
+    source: dsh-memento
+    tags: [pref, comms]
+    version: 1
+    createdAt: 2026-11-30T01:49:13.123Z
+    updatedAt: 2026-11-30T01:49:13.123Z
+    sessionId: null
+    ---
+    <text, exactly as given: no newline is added or removed>
+
+filemem writes one key per line in a fixed order with plain or JSON-style double-quoted
+scalars, so a change shows up in ``git diff`` as one line per changed key. Reading that form
+takes a small exact parser; anything else a person or another tool wrote (comments, block
+lists, keys of their own) goes through ruamel.yaml's round-trip parser behind guards (size
+cap, no aliases or anchors, no tags, no merge keys). A replace of such a file splices the
+changed keys' lines and keeps every other line as it was.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from .model import (
+    SCOPES,
+    TRACKS,
+    UUID_RE,
+    Entry,
+    ascii_lower,
+    iso_ms,
+    normalize_tags,
+    parse_iso_ms,
+)
+from .errors import ProtocolError
+
+FIELDS: Final = (
+    "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
+    "createdAt", "updatedAt", "sessionId",
+)
+FRONT_MATTER_MAX: Final = 64 * 1024
+_DELIM: Final = b"---"
+_PLAIN_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.@+/-]*\Z")
+_PLAIN_SPECIAL: Final = frozenset(
+    {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf"}
+)
+_TS_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
+_INT_RE: Final = re.compile(r"(?:0|[1-9][0-9]{0,15})\Z")
+_LINE_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]*): (.*)\Z")
+_LIST_ITEM_RE: Final = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.@+/-]*)\s*(,|\Z)')
+# YAML's printable set minus characters some tools treat as line breaks; the rest is escaped.
+_YAML_UNSAFE: Final = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+class CodecError(ValueError):
+    """An entry file that cannot be read as an entry; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    entry: Entry
+    extras: tuple[str, ...]  # front-matter keys that are not protocol fields, in file order
+    canonical: bool  # exactly what filemem itself writes
+
+
+# ---------------------------------------------------------------- writing
+
+
+def quote(value: str) -> str:
+    """A YAML scalar for ``value`` that every YAML 1.1/1.2 parser reads back as that string."""
+    if _PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL:
+        return value
+    out = json.dumps(value, ensure_ascii=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(quote(v) for v in value) + "]"
+    return quote(str(value))
+
+
+def field_values(entry: Entry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "track": entry.track,
+        "scope": entry.scope,
+        "workspaceKey": entry.workspace_key,
+        "agentKey": entry.agent_key,
+        "source": entry.source,
+        "tags": list(entry.tags),
+        "version": entry.version,
+        "createdAt": iso_ms(entry.created_at),
+        "updatedAt": iso_ms(entry.updated_at),
+        "sessionId": entry.session_id,
+    }
+
+
+def _field_lines(entry: Entry) -> list[str]:
+    values = field_values(entry)
+    lines = []
+    for key in FIELDS:
+        value = values[key]
+        # timestamps are written plain (they are ISO-8601, not free text)
+        text = value if key in ("createdAt", "updatedAt") else _scalar(value)
+        lines.append(f"{key}: {text}")
+    return lines
+
+
+def encode(entry: Entry, previous: bytes | None = None) -> bytes:
+    """The file bytes for ``entry``. With ``previous`` (the file being replaced), keys and
+    lines that are not protocol fields are kept as they were."""
+    if previous is not None:
+        split = _split(previous)
+        if split is not None and not _canonical_fields(split[0]):
+            spliced = _splice(split[0], entry)
+            if spliced is not None:
+                return b"---\n" + spliced.encode("utf-8") + b"---\n" + entry.text.encode("utf-8")
+    head = "\n".join(_field_lines(entry))
+    return f"---\n{head}\n---\n".encode("utf-8") + entry.text.encode("utf-8")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _split(data: bytes) -> tuple[str, bytes] | None:
+    """(front-matter text, body bytes), or None if there is no front-matter block."""
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    if not data.startswith(_DELIM, start):
+        return None
+    pos = start + 3
+    if data.startswith(b"\r\n", pos):
+        pos += 2
+    elif data.startswith(b"\n", pos):
+        pos += 1
+    else:
+        return None
+    head_start = pos
+    while True:
+        nl = data.find(b"\n", pos)
+        line_end = len(data) if nl < 0 else nl
+        line = data[pos:line_end]
+        if line in (b"---", b"---\r"):
+            body_start = len(data) if nl < 0 else nl + 1
+            head = data[head_start:pos]
+            if len(head) > FRONT_MATTER_MAX:
+                raise CodecError(f"front-matter is larger than {FRONT_MATTER_MAX} bytes")
+            try:
+                return head.decode("utf-8"), data[body_start:]
+            except UnicodeDecodeError as exc:
+                raise CodecError(f"front-matter is not valid UTF-8 ({exc.reason})") from None
+        if nl < 0:
+            raise CodecError("front-matter is not closed by a '---' line")
+        pos = nl + 1
+        if pos - head_start > FRONT_MATTER_MAX:
+            raise CodecError(f"front-matter is larger than {FRONT_MATTER_MAX} bytes")
+
+
+def _parse_canonical_value(key: str, raw: str) -> Any:
+    """The value of one canonical line, or raise ValueError if it is not in canonical form."""
+    if raw.startswith('"'):
+        value = json.loads(raw)
+        if not isinstance(value, str):
+            raise ValueError
+        return value
+    if raw == "null":
+        return None
+    if raw.startswith("["):
+        if not raw.endswith("]"):
+            raise ValueError
+        inner = raw[1:-1]
+        items: list[str] = []
+        pos = 0
+        while inner.strip() and pos < len(inner):
+            m = _LIST_ITEM_RE.match(inner, pos)
+            if not m:
+                raise ValueError
+            token = m.group(1)
+            items.append(json.loads(token) if token.startswith('"') else _plain(token))
+            pos = m.end()
+            if m.group(2) == "" and pos < len(inner):
+                raise ValueError
+        return items
+    if key == "version" and _INT_RE.match(raw):
+        return int(raw)
+    if key in ("createdAt", "updatedAt") and _TS_RE.match(raw):
+        return raw
+    return _plain(raw)
+
+
+def _plain(raw: str) -> str:
+    if not _PLAIN_RE.match(raw) or raw.lower() in _PLAIN_SPECIAL:
+        raise ValueError
+    return raw
+
+
+def _canonical_fields(head: str) -> dict[str, Any] | None:
+    """Parse filemem's own one-key-per-line form; None if the text is anything else."""
+    lines = head.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) != len(FIELDS):
+        return None
+    values: dict[str, Any] = {}
+    for line, key in zip(lines, FIELDS):
+        m = _LINE_RE.match(line)
+        if not m or m.group(1) != key:
+            return None
+        try:
+            values[key] = _parse_canonical_value(key, m.group(2))
+        except ValueError:
+            return None
+    return values
+
+
+def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Parse any front-matter with ruamel.yaml behind guards: (protocol fields, extra keys)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.events import AliasEvent, NodeEvent
+
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        for event in yaml.parse(head):
+            if isinstance(event, AliasEvent):
+                raise CodecError("front-matter uses YAML aliases, which entry files may not")
+            if isinstance(event, NodeEvent) and getattr(event, "anchor", None):
+                raise CodecError("front-matter uses YAML anchors, which entry files may not")
+            tag = getattr(event, "tag", None)
+            if tag and getattr(event, "implicit", (True,))[0] is not True:
+                raise CodecError(f"front-matter uses the YAML tag {tag}, which entry files may not")
+        data = yaml.load(head)
+    except CodecError:
+        raise
+    except RecursionError:
+        raise CodecError("front-matter is nested too deeply") from None
+    except YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (front-matter line {mark.line + 1})" if mark is not None else ""
+        raise CodecError(f"front-matter is not valid YAML: {problem}{where}") from None
+    except Exception as exc:  # ruamel raises a few non-YAMLError types on odd input
+        raise CodecError(f"front-matter is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise CodecError("front-matter is not a YAML mapping of keys to values")
+    values: dict[str, Any] = {}
+    extras: list[str] = []
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise CodecError(f"front-matter key {key!r} is not a string")
+        if key == "<<":
+            raise CodecError("front-matter uses a YAML merge key, which entry files may not")
+        if key in FIELDS:
+            values[key] = _plainify(value)
+        else:
+            extras.append(key)
+    return values, tuple(extras)
+
+
+def _plainify(value: Any) -> Any:
+    """ruamel's round-trip types as plain Python values."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plainify(v) for v in value]
+    return value
+
+
+def _timestamp(key: str, value: Any) -> int:
+    if isinstance(value, datetime):
+        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        return calendar.timegm(utc.timetuple()) * 1000 + utc.microsecond // 1000
+    if isinstance(value, str):
+        try:
+            return parse_iso_ms(value)
+        except ValueError:
+            pass
+    raise CodecError(f"{key} must be an ISO-8601 timestamp with a time zone (got {value!r})")
+
+
+def _string(key: str, value: Any, *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str) or (not allow_empty and not value):
+        raise CodecError(f"{key} must be a {'' if allow_empty else 'non-empty '}string "
+                         f"(got {value!r})")
+    return value
+
+
+def _entry(values: dict[str, Any], body: bytes) -> Entry:
+    missing = [k for k in FIELDS if k not in values]
+    if missing:
+        raise CodecError(f"front-matter is missing {', '.join(missing)}")
+    eid = values["id"]
+    if not isinstance(eid, str) or not UUID_RE.match(eid):
+        raise CodecError(f"id must be a UUID v4 (got {eid!r})")
+    track, scope = values["track"], values["scope"]
+    if track not in TRACKS:
+        raise CodecError(f"track must be one of user|agent (got {track!r})")
+    if scope not in SCOPES:
+        raise CodecError(f"scope must be one of user-global|workspace (got {scope!r})")
+    workspace_key = _string("workspaceKey", values["workspaceKey"])
+    agent_key = _string("agentKey", values["agentKey"])
+    if scope == "user-global" and workspace_key:
+        raise CodecError("a user-global entry must have workspaceKey \"\"")
+    source = _string("source", values["source"], allow_empty=False)
+    raw_tags = values["tags"]
+    try:
+        tags = normalize_tags(raw_tags)
+    except ProtocolError as exc:
+        raise CodecError(f"tags: {exc.message}") from None
+    if list(raw_tags) != tags:
+        raise CodecError(f"tags must be trimmed and unique (got {raw_tags!r})")
+    version = values["version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CodecError(f"version must be an integer >= 1 (got {version!r})")
+    created = _timestamp("createdAt", values["createdAt"])
+    updated = _timestamp("updatedAt", values["updatedAt"])
+    if updated < created:
+        raise CodecError("updatedAt is earlier than createdAt")
+    session_id = values["sessionId"]
+    if session_id is not None and not isinstance(session_id, str):
+        raise CodecError(f"sessionId must be null or a string (got {session_id!r})")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CodecError(f"the entry text is not valid UTF-8 ({exc.reason})") from None
+    if not text:
+        raise CodecError("the entry text (after the front-matter) is empty")
+    return Entry(
+        id=eid, track=track, scope=scope, workspace_key=workspace_key, agent_key=agent_key,
+        text=text, source=source, tags=tuple(tags), version=version, created_at=created,
+        updated_at=updated, session_id=session_id, fold=ascii_lower(text),
+    )
+
+
+def decode(data: bytes) -> Decoded:
+    """Read an entry file. Raises CodecError saying what is wrong with it."""
+    split = _split(data)
+    if split is None:
+        raise CodecError("the file does not start with a '---' front-matter block")
+    head, body = split
+    values = _canonical_fields(head)
+    if values is not None:
+        return Decoded(_entry(values, body), (), True)
+    values, extras = _yaml_fields(head)
+    return Decoded(_entry(values, body), extras, False)
+
+
+# ---------------------------------------------------------------- splicing
+
+
+def _splice(head: str, entry: Entry) -> str | None:
+    """Rewrite the protocol keys' lines of a hand-made front-matter, keeping every other line.
+
+    Returns None when the result would not read back as intended (the caller then writes
+    the canonical form, still keeping the extra keys' values via a full re-dump).
+    """
+    wanted = dict(zip(FIELDS, _field_lines(entry)))
+    lines = head.split("\n")
+    trailing = lines[-1] == ""
+    if trailing:
+        lines.pop()
+    out: list[str] = []
+    i = 0
+    seen: set[str] = set()
+    while i < len(lines):
+        line = lines[i]
+        key = line.split(":", 1)[0] if ":" in line and not line[:1].isspace() else None
+        if key in wanted:
+            # drop the key's continuation lines (indented lines or a column-0 block list)
+            j = i + 1
+            while j < len(lines) and lines[j] and (lines[j][0].isspace() or
+                                                    lines[j].startswith("- ") or lines[j] == "-"):
+                j += 1
+            out.append(wanted[key])
+            seen.add(key)
+            i = j
+            continue
+        out.append(line)
+        i += 1
+    out.extend(wanted[k] for k in FIELDS if k not in seen)
+    result = "\n".join(out) + "\n"
+    try:
+        values, _ = _yaml_fields(result)
+        if _entry(values, entry.text.encode("utf-8")) != entry:
+            return _redump(head, entry)
+    except CodecError:
+        return _redump(head, entry)
+    return result
+
+
+def _redump(head: str, entry: Entry) -> str | None:
+    """Fallback: update the keys through ruamel's round-trip dumper."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedSeq
+
+    yaml = YAML(typ="rt")
+    yaml.width = 1 << 16
+    try:
+        data = yaml.load(head)
+    except Exception:
+        return None
+    for key, value in field_values(entry).items():
+        if isinstance(value, list):
+            seq = CommentedSeq(value)
+            seq.fa.set_flow_style()
+            data[key] = seq
+        else:
+            data[key] = value
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    return buf.getvalue()

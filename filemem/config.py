@@ -1,0 +1,156 @@
+"""The store's configuration, ``filemem.yaml``: schema version, budgets and write policies.
+
+It is read from HEAD like everything else, so a change takes effect once it is committed.
+No tool argument or model output can change it; a program can override values for its own
+process only (``open_store(budgets=..., write_policy=...)``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from . import errors
+from .model import LAYERS, js_json
+
+STORE_SCHEMA: Final = 1  # the store layout version this code reads and writes
+POLICIES: Final = ("ask", "auto", "off")
+LANGUAGES: Final = ("en", "zh")
+DEFAULT_BUDGETS: Final = {
+    ("user", "user-global"): 2000,
+    ("user", "workspace"): 2000,
+    ("agent", "user-global"): 4000,
+    ("agent", "workspace"): 4000,
+}
+_LAYER_KEYS: Final = {"user-global": "userGlobal", "workspace": "workspace"}
+_POLICY_KEY_RE: Final = re.compile(r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)$")
+
+
+@dataclass(frozen=True)
+class Config:
+    schema: int = STORE_SCHEMA
+    budgets: dict[tuple[str, str], int] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))
+    write_policy: str = "ask"
+    write_policies: dict[str, str] = field(default_factory=dict)
+    max_entries_per_query: int = 20
+    language: str = "en"
+
+    def limit(self, track: str, scope: str) -> int:
+        return self.budgets[(track, scope)]
+
+    def with_overrides(self, *, budgets: Any = None, write_policy: str | None = None,
+                       write_policies: Any = None) -> Config:
+        changes: dict[str, Any] = {}
+        if budgets is not None:
+            changes["budgets"] = parse_budgets(budgets)
+        if write_policy is not None:
+            changes["write_policy"] = parse_policy(write_policy)
+        if write_policies is not None:
+            changes["write_policies"] = parse_policies(write_policies)
+        return replace(self, **changes) if changes else self
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def parse_budgets(raw: Any) -> dict[tuple[str, str], int]:
+    """``{user: {userGlobal, workspace}, agent: {...}}``; missing values keep the defaults."""
+    if not isinstance(raw, dict):
+        raise errors.invalid_input(
+            "filemem config: budgets must be an object with user/agent tracks and "
+            "userGlobal/workspace layers"
+        )
+    out = dict(DEFAULT_BUDGETS)
+    for track, scope in LAYERS:
+        if track not in raw:
+            continue
+        layer = raw[track]
+        if not isinstance(layer, dict):
+            raise errors.invalid_input(f"filemem config: budgets.{track} must be an object")
+        key = _LAYER_KEYS[scope]
+        if key in layer:
+            if not _positive_int(layer[key]):
+                raise errors.invalid_input(
+                    f"filemem config: budgets.{track}.{key} must be a positive integer"
+                )
+            out[(track, scope)] = int(layer[key])
+    return out
+
+
+def budgets_to_json(budgets: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (track, scope), limit in budgets.items():
+        out.setdefault(track, {})[_LAYER_KEYS[scope]] = limit
+    return out
+
+
+def parse_policy(value: Any) -> str:
+    if value not in POLICIES or not isinstance(value, str):
+        raise errors.invalid_input(f"invalid writePolicy {js_json(value)} (one of ask|auto|off)")
+    return value
+
+
+def parse_policies(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise errors.invalid_input(
+            "filemem config: writePolicies must be a mapping of \"track/scope\" or "
+            "\"source:<name>\" to ask|auto|off"
+        )
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _POLICY_KEY_RE.match(key):
+            raise errors.invalid_input(
+                f'invalid writePolicies key "{key}" (expected "track/scope" or "source:<name>")'
+            )
+        if value not in POLICIES or not isinstance(value, str):
+            raise errors.invalid_input(
+                f'invalid writePolicies value for "{key}": {js_json(value)} (one of ask|auto|off)'
+            )
+        out[key] = value
+    return out
+
+
+def parse(raw: Any) -> Config:
+    """Validate a loaded ``filemem.yaml`` mapping (INVALID_INPUT says what is wrong)."""
+    if not isinstance(raw, dict):
+        raise errors.invalid_input("filemem config: filemem.yaml must be a mapping")
+    schema = raw.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise errors.invalid_input("filemem config: schema must be a positive integer")
+    limit = raw.get("maxEntriesPerQuery", 20)
+    if not _positive_int(limit):
+        raise errors.invalid_input("filemem config: maxEntriesPerQuery must be a positive integer")
+    language = raw.get("language", "en")
+    if language not in LANGUAGES:
+        raise errors.invalid_input(
+            f"filemem config: language must be 'en' or 'zh' (got {js_json(language)})"
+        )
+    return Config(
+        schema=int(schema),
+        budgets=parse_budgets(raw.get("budgets", {})),
+        write_policy=parse_policy(raw.get("writePolicy", "ask")),
+        write_policies=parse_policies(raw.get("writePolicies") or {}),
+        max_entries_per_query=int(limit),
+        language=str(language),
+    )
+
+
+def load_yaml(data: bytes) -> Any:
+    """Parse ``filemem.yaml`` safely (plain data only)."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    return yaml.load(data.decode("utf-8"))
+
+
+def to_json(config: Config) -> dict[str, Any]:
+    return {
+        "schema": config.schema,
+        "budgets": budgets_to_json(config.budgets),
+        "writePolicy": config.write_policy,
+        "writePolicies": dict(config.write_policies),
+        "maxEntriesPerQuery": config.max_entries_per_query,
+        "language": config.language,
+    }

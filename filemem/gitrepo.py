@@ -1,0 +1,397 @@
+"""The git layer: objects, trees, commits and the branch ref of the store's repository.
+
+It knows nothing about memory entries. Writes splice only the changed paths into the
+parent's trees (dulwich's porcelain rebuilds every tree: O(entries) per commit) and move the
+branch with a compare-and-swap. Loose objects are written here, fsynced before the ref moves;
+a batch of many objects goes into one pack instead. Reading goes through dulwich's object
+store, which finds loose and packed objects, including packs other processes just wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
+
+FILE_MODE: Final = 0o100644
+TREE_MODE: Final = 0o40000
+BRANCH: Final = "main"
+_TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
+_TYPE_NUM: Final = {v: k for k, v in _TYPES.items()}
+_PACK_THRESHOLD: Final = 64  # more new objects than this go into one pack file
+_TREE_CACHE_MAX: Final = 20_000
+
+Tree = dict[str, tuple[int, str]]  # name -> (mode, hex sha)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+    time: int  # committer time, seconds
+
+
+class GitError(RuntimeError):
+    """The repository is not in a state filemem can work with (the message says why)."""
+
+
+def object_sha(kind: bytes, raw: bytes) -> str:
+    return hashlib.sha1(b"%s %d\0%s" % (kind, len(raw), raw)).hexdigest()
+
+
+def _tree_key(item: tuple[str, tuple[int, str]]) -> bytes:
+    name, (mode, _) = item
+    raw = name.encode("utf-8", "surrogateescape")
+    return raw + b"/" if mode == TREE_MODE else raw
+
+
+def serialize_tree(tree: Mapping[str, tuple[int, str]]) -> bytes:
+    return b"".join(
+        b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), bytes.fromhex(sha))
+        for name, (mode, sha) in sorted(tree.items(), key=_tree_key)
+    )
+
+
+def _parse_tree(raw: bytes) -> Tree:
+    tree: Tree = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        space = raw.index(b" ", pos)
+        nul = raw.index(b"\0", space)
+        mode = int(raw[pos:space], 8)
+        name = raw[space + 1:nul].decode("utf-8", "surrogateescape")
+        tree[name] = (mode, raw[nul + 1:nul + 21].hex())
+        pos = nul + 21
+    return tree
+
+
+class PendingObjects:
+    """Objects made for one commit, written together before the ref moves."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[bytes, bytes]] = {}  # sha -> (kind, raw)
+
+    def add(self, kind: bytes, raw: bytes) -> str:
+        sha = object_sha(kind, raw)
+        self.items.setdefault(sha, (kind, raw))
+        return sha
+
+
+class GitRepo:
+    """A non-bare repository with one branch, reached through dulwich."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.git_dir = os.path.join(root, ".git")
+        self._repo: Repo | None = None
+        self._trees: dict[str, Tree] = {}
+        self._commits: dict[str, CommitInfo] = {}
+
+    # ------------------------------------------------------------ set-up
+
+    @classmethod
+    def create(cls, root: str) -> GitRepo:
+        """``git init`` with the settings a store needs (durable objects, branch ``main``)."""
+        from dulwich.repo import Repo
+
+        repo = Repo.init(root, mkdir=False)
+        repo.refs.set_symbolic_ref(b"HEAD", f"refs/heads/{BRANCH}".encode())
+        config = repo.get_config()
+        config.set((b"core",), b"autocrlf", False)
+        config.set((b"core",), b"looseCompression", b"1")  # big leaf trees compress 3x faster
+        config.set((b"gc",), b"auto", b"0")  # filemem packs loose objects itself, under its lock
+        config.write_to_path()
+        repo.close()
+        return cls(root)
+
+    @property
+    def repo(self) -> Repo:
+        if self._repo is None:
+            from dulwich.repo import Repo
+
+            self._repo = Repo(self.root)
+            # packs we write are fsynced like our loose objects (git's own setting for this,
+            # core.fsyncObjectFiles, is deprecated in git and would make it warn)
+            self._repo.object_store.fsync_object_files = True
+        return self._repo
+
+    def close(self) -> None:
+        if self._repo is not None:
+            self._repo.close()
+            self._repo = None
+
+    # ------------------------------------------------------------ refs
+
+    def head_ref(self) -> str:
+        """The branch HEAD points at (``refs/heads/main``); detached HEAD is refused."""
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
+                content = f.read().strip()
+        except FileNotFoundError:
+            raise GitError(f"{self.root} is not a git repository (no .git/HEAD)") from None
+        if not content.startswith(b"ref: "):
+            raise GitError(
+                f"HEAD of {self.root} is detached; check out a branch (git switch {BRANCH})"
+            )
+        return content[5:].decode()
+
+    def head(self) -> str | None:
+        """The commit HEAD points at, or None for a repository with no commits yet.
+
+        Reads the ref file directly: this runs before every read, so it must cost
+        microseconds, not dulwich's ref container set-up.
+        """
+        ref = self.head_ref()
+        try:
+            with open(os.path.join(self.git_dir, *ref.split("/")), "rb") as f:
+                value = f.read().strip()
+            if len(value) == 40:
+                return value.decode()
+        except (FileNotFoundError, IsADirectoryError):
+            pass
+        try:
+            with open(os.path.join(self.git_dir, "packed-refs"), "rb") as f:
+                for line in f:
+                    sha, _, name = line.strip().partition(b" ")
+                    if name.decode("utf-8", "replace") == ref and len(sha) == 40:
+                        return sha.decode()
+        except FileNotFoundError:
+            pass
+        return None
+
+    def cas_head(self, old: str | None, new: str, message: str) -> bool:
+        """Move the branch from ``old`` to ``new`` only if it still points at ``old``."""
+        from dulwich.file import FileLocked
+
+        ref = self.head_ref().encode()
+        try:
+            return bool(self.repo.refs.set_if_equals(
+                ref, old.encode() if old else None, new.encode(),
+                message=message.encode("utf-8")[:200],
+            ))
+        except FileLocked:
+            return False
+
+    # ------------------------------------------------------------ reading
+
+    def read_raw(self, sha: str) -> tuple[bytes, bytes]:
+        """(kind, content) of an object. Loose objects are read directly (no dulwich import
+        on a cold read path); packed ones through dulwich."""
+        try:
+            with open(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]), "rb") as f:
+                data = zlib.decompress(f.read())
+        except (FileNotFoundError, zlib.error):
+            type_num, raw = self.repo.object_store.get_raw(sha.encode())
+            return _TYPES.get(type_num, b"?"), raw
+        header, _, raw = data.partition(b"\0")
+        return header.split(b" ", 1)[0], raw
+
+    def read_blob(self, sha: str) -> bytes:
+        kind, raw = self.read_raw(sha)
+        if kind != b"blob":
+            raise GitError(f"object {sha} is a {kind.decode()}, not a blob")
+        return raw
+
+    def read_tree(self, sha: str) -> Tree:
+        tree = self._trees.get(sha)
+        if tree is None:
+            kind, raw = self.read_raw(sha)
+            if kind != b"tree":
+                raise GitError(f"object {sha} is a {kind.decode()}, not a tree")
+            tree = _parse_tree(raw)
+            if len(self._trees) > _TREE_CACHE_MAX:
+                self._trees.clear()
+            self._trees[sha] = tree
+        return tree
+
+    def commit(self, sha: str) -> CommitInfo:
+        info = self._commits.get(sha)
+        if info is None:
+            kind, raw = self.read_raw(sha)
+            if kind != b"commit":
+                raise GitError(f"object {sha} is a {kind.decode()}, not a commit")
+            info = _parse_commit(sha, raw)
+            if len(self._commits) > _TREE_CACHE_MAX:
+                self._commits.clear()
+            self._commits[sha] = info
+        return info
+
+    def subtree(self, tree_sha: str, path: str) -> str | None:
+        """The tree at ``path`` (``a/b``) under ``tree_sha``, or None."""
+        sha: str | None = tree_sha
+        for part in path.split("/") if path else ():
+            if sha is None:
+                return None
+            item = self.read_tree(sha).get(part)
+            sha = item[1] if item and item[0] == TREE_MODE else None
+        return sha
+
+    def blob_at(self, tree_sha: str, path: str) -> str | None:
+        parent, _, name = path.rpartition("/")
+        sub = self.subtree(tree_sha, parent)
+        if sub is None:
+            return None
+        item = self.read_tree(sub).get(name)
+        return item[1] if item and item[0] != TREE_MODE else None
+
+    def walk(self, tree_sha: str, prefix: str = "") -> Iterator[tuple[str, int, str]]:
+        """Every file under a tree: (path, mode, blob sha)."""
+        for name, (mode, sha) in self.read_tree(tree_sha).items():
+            path = f"{prefix}{name}"
+            if mode == TREE_MODE:
+                yield from self.walk(sha, path + "/")
+            else:
+                yield path, mode, sha
+
+    def diff(self, old: str | None, new: str | None,
+             prefix: str = "") -> Iterator[tuple[str, str | None, str | None]]:
+        """Files that differ between two trees: (path, old blob, new blob); None = absent."""
+        if old == new:
+            return
+        a = self.read_tree(old) if old else {}
+        b = self.read_tree(new) if new else {}
+        for name in a.keys() | b.keys():
+            ia, ib = a.get(name), b.get(name)
+            if ia == ib:
+                continue
+            path = f"{prefix}{name}"
+            ta = ia[1] if ia and ia[0] == TREE_MODE else None
+            tb = ib[1] if ib and ib[0] == TREE_MODE else None
+            if ta or tb:
+                yield from self.diff(ta, tb, path + "/")
+            fa = ia[1] if ia and ia[0] != TREE_MODE else None
+            fb = ib[1] if ib and ib[0] != TREE_MODE else None
+            if fa != fb:
+                yield path, fa, fb
+
+    # ------------------------------------------------------------ writing
+
+    def splice(self, base_tree: str | None, changes: Mapping[str, bytes | None],
+               pending: PendingObjects) -> tuple[str, dict[str, str]]:
+        """A new root tree: ``base_tree`` with ``changes`` applied (None deletes a path).
+
+        Returns (root tree sha, {path: blob sha}). Only trees on changed paths are rebuilt.
+        """
+        blobs: dict[str, str] = {}
+
+        def build(tree_sha: str | None, sub: Mapping[str, bytes | None], prefix: str) -> str | None:
+            tree = dict(self.read_tree(tree_sha)) if tree_sha else {}
+            groups: dict[str, dict[str, bytes | None]] = {}
+            for path, data in sub.items():
+                head, sep, rest = path.partition("/")
+                if sep:
+                    groups.setdefault(head, {})[rest] = data
+                elif data is None:
+                    tree.pop(head, None)
+                else:
+                    sha = pending.add(b"blob", data)
+                    blobs[prefix + head] = sha
+                    tree[head] = (FILE_MODE, sha)
+            for name, group in groups.items():
+                current = tree.get(name)
+                child = current[1] if current and current[0] == TREE_MODE else None
+                new_child = build(child, group, f"{prefix}{name}/")
+                if new_child is None:
+                    tree.pop(name, None)
+                else:
+                    tree[name] = (TREE_MODE, new_child)
+            if not tree and prefix:
+                return None  # git has no empty folders
+            sha = pending.add(b"tree", serialize_tree(tree))
+            self._trees[sha] = tree
+            return sha
+
+        root = build(base_tree, changes, "")
+        assert root is not None
+        return root, blobs
+
+    def make_commit(self, tree: str, parents: list[str], message: str, ident: str,
+                    when: int, pending: PendingObjects) -> str:
+        lines = [f"tree {tree}"] + [f"parent {p}" for p in parents]
+        lines += [f"author {ident} {when} +0000", f"committer {ident} {when} +0000", ""]
+        raw = ("\n".join(lines) + "\n" + message).encode("utf-8")
+        sha = pending.add(b"commit", raw)
+        return sha
+
+    def write(self, pending: PendingObjects) -> None:
+        """Put the objects into the object store durably (fsynced) before any ref names them."""
+        items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()
+                 if not self._has_loose(sha)]
+        if len(items) > _PACK_THRESHOLD:
+            self._write_pack(items)
+            return
+        for sha, kind, raw in items:
+            self._write_loose(sha, kind, raw)
+
+    def _has_loose(self, sha: str) -> bool:
+        return os.path.exists(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]))
+
+    def _write_loose(self, sha: str, kind: bytes, raw: bytes) -> None:
+        folder = os.path.join(self.git_dir, "objects", sha[:2])
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        final = os.path.join(folder, sha[2:])
+        tmp = os.path.join(folder, f"tmp_obj_{os.getpid()}_{sha[2:10]}")
+        data = zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+
+    def _write_pack(self, items: list[tuple[str, bytes, bytes]]) -> None:
+        from dulwich.objects import ShaFile
+
+        objects = [(ShaFile.from_raw_string(_TYPE_NUM[kind], raw, sha=sha.encode()), None)
+                   for sha, kind, raw in items]
+        self.repo.object_store.add_objects(objects)
+
+    def pack_loose_objects(self) -> int:
+        """Move loose objects into one pack (nothing else triggers gc on this write path)."""
+        return int(self.repo.object_store.pack_loose_objects())
+
+    def clear_stale_locks(self) -> list[str]:
+        """Remove lock and temp files a killed filemem write left in .git (store lock held)."""
+        removed = []
+        ref_lock = os.path.join(self.git_dir, *self.head_ref().split("/")) + ".lock"
+        for path in (ref_lock,):
+            if os.path.exists(path):
+                os.unlink(path)
+                removed.append(path)
+        objects = os.path.join(self.git_dir, "objects")
+        for folder in os.listdir(objects):
+            if len(folder) != 2:
+                continue
+            full = os.path.join(objects, folder)
+            for name in os.listdir(full):
+                if name.startswith("tmp_obj_") or name.endswith(".lock"):
+                    os.unlink(os.path.join(full, name))
+                    removed.append(os.path.join(full, name))
+        return removed
+
+
+def _parse_commit(sha: str, raw: bytes) -> CommitInfo:
+    header, _, message = raw.partition(b"\n\n")
+    tree = ""
+    parents: list[str] = []
+    when = 0
+    for line in header.split(b"\n"):
+        if line.startswith(b"tree "):
+            tree = line[5:].decode()
+        elif line.startswith(b"parent "):
+            parents.append(line[7:].decode())
+        elif line.startswith(b"committer "):
+            try:
+                when = int(line.rsplit(b" ", 2)[1])
+            except (IndexError, ValueError):
+                when = 0
+    return CommitInfo(sha, tree, tuple(parents), message.decode("utf-8", "replace"), when)

@@ -1,0 +1,330 @@
+"""The protocol's entry model and its validation rules (dsh-memory-protocol/v1 §1).
+
+Lengths are JavaScript string lengths (UTF-16 code units), trimming uses JavaScript's
+whitespace set, and messages match the reference provider, because other providers and
+their users compare them.
+"""
+
+from __future__ import annotations
+
+import json
+import ntpath
+import os
+import posixpath
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from . import errors
+
+PROTOCOL: Final = "dsh-memory-protocol/v1"
+TRACKS: Final = ("user", "agent")
+SCOPES: Final = ("user-global", "workspace")
+LAYERS: Final = tuple((t, s) for t in TRACKS for s in SCOPES)
+DEFAULT_SOURCE: Final = "dsh-memento"  # the protocol's default provenance label
+MAX_TAGS: Final = 16
+MAX_TAG_LENGTH: Final = 32
+MAX_QUERY_LIMIT: Final = 1000
+MAX_IMPORT: Final = 1000
+MAX_CONSOLIDATE: Final = 20
+ON_WINDOWS: Final = os.name == "nt"
+
+UUID_RE: Final = re.compile(
+    r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE
+)
+
+# ECMAScript WhiteSpace + LineTerminator: what String.prototype.trim() removes.
+JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f]")
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+def js_trim(s: str) -> str:
+    return s.strip(JS_WHITESPACE)
+
+
+def utf16_len(s: str) -> int:
+    """JavaScript ``s.length``: astral characters count twice."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def utf16_prefix(s: str, n: int) -> str:
+    """The first ``n`` UTF-16 code units of ``s`` (never splitting a surrogate pair)."""
+    if utf16_len(s) <= n:
+        return s
+    out: list[str] = []
+    used = 0
+    for ch in s:
+        w = 2 if ord(ch) > 0xFFFF else 1
+        if used + w > n:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out)
+
+
+def excerpt(s: str, n: int) -> str:
+    """``s`` if it has at most ``n`` code units, else its first ``n`` plus an ellipsis."""
+    return s if utf16_len(s) <= n else utf16_prefix(s, n) + "\u2026"
+
+
+def ascii_lower(s: str) -> str:
+    return s.translate(_ASCII_LOWER)
+
+
+def js_json(value: Any, *, missing: bool = False) -> str:
+    """``JSON.stringify(value)`` as the reference prints it inside messages."""
+    if missing:
+        return "undefined"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(str(value), ensure_ascii=False)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC with milliseconds: ``2026-11-30T01:49:13.123Z``."""
+    dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+
+
+_ISO_RE: Final = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):?(\d{2}))$"
+)
+
+
+def parse_iso_ms(text: str) -> int:
+    """Parse an ISO-8601 timestamp with a zone into epoch milliseconds (ValueError if not)."""
+    m = _ISO_RE.match(text)
+    if not m:
+        raise ValueError(f"not an ISO-8601 timestamp with a time zone: {text!r}")
+    y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
+    dt = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
+    ms = int(dt.timestamp()) * 1000 + int((frac or "0").ljust(3, "0")[:3])
+    if not z:
+        offset = (int(oh) * 60 + int(om)) * 60_000
+        ms -= offset if sign == "+" else -offset
+    return ms
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def check_unicode(value: str, what: str) -> str:
+    """Refuse lone surrogates: they cannot be stored as UTF-8 (a file, a commit)."""
+    m = _SURROGATE_RE.search(value)
+    if m:
+        raise errors.invalid_input(
+            f"{what} is not valid Unicode (lone surrogate at index {m.start()}); "
+            "nothing was written"
+        )
+    return value
+
+
+# ---------------------------------------------------------------- field rules
+
+
+def validate_layer(track: Any, scope: Any, *, track_missing: bool = False,
+                   scope_missing: bool = False) -> tuple[str, str]:
+    if track not in TRACKS or scope not in SCOPES or not isinstance(track, str) \
+            or not isinstance(scope, str):
+        raise errors.invalid_input(
+            f"invalid memory scope: track={js_json(track, missing=track_missing)} "
+            f"scope={js_json(scope, missing=scope_missing)} "
+            "(track \u2208 user|agent, scope \u2208 user-global|workspace)"
+        )
+    return track, scope
+
+
+def validate_text(text: Any) -> str:
+    if not isinstance(text, str) or len(text) < 1:
+        raise errors.invalid_input("entry text must be a non-empty string")
+    return check_unicode(text, "entry text")
+
+
+def normalize_tags(raw: Any) -> list[str]:
+    """The protocol's ``normalizeTags``: trim, reject empties/controls/long tags, dedupe, cap."""
+    if raw is None:
+        return []
+    if not isinstance(raw, (list, tuple)):
+        raise errors.invalid_input("entry tags must be an array of strings")
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in raw:
+        if not isinstance(item, str):
+            raise errors.invalid_input("entry tags must be an array of strings")
+        tag = js_trim(item)
+        if not tag:
+            raise errors.invalid_input("entry tags must be non-empty strings")
+        if _CONTROL_RE.search(tag):
+            raise errors.invalid_input(f"entry tag {js_json(tag)} contains control characters")
+        if utf16_len(tag) > MAX_TAG_LENGTH:
+            raise errors.invalid_input(
+                f"entry tag {js_json(utf16_prefix(tag, 20))}\u2026 exceeds {MAX_TAG_LENGTH} chars"
+            )
+        check_unicode(tag, "entry tag")
+        if tag not in seen:
+            seen.add(tag)
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise errors.invalid_input(f"entry has {len(out)} tags; at most {MAX_TAGS} are allowed")
+    return out
+
+
+def validate_optional_str(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise errors.invalid_input(f"entry {what} must be a string")
+    return check_unicode(value, f"entry {what}")
+
+
+def workspace_key_of(cwd: Any, *, windows: bool = ON_WINDOWS) -> str:
+    """Normalise a working directory into a workspace key (``path.resolve`` semantics)."""
+    if not isinstance(cwd, str) or cwd == "":
+        return ""
+    if windows:
+        return ntpath.abspath(cwd).lower()
+    resolved = posixpath.normpath(posixpath.join(os.getcwd(), cwd))
+    if resolved.startswith("//"):
+        resolved = "/" + resolved.lstrip("/")  # node maps //a to /a
+    return resolved
+
+
+def agent_key_of(preset: Any, *, windows: bool = ON_WINDOWS) -> str:
+    if not isinstance(preset, str) or preset == "":
+        return ""
+    key = js_trim(preset)
+    return key.lower() if windows else key
+
+
+# ---------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A committed memory entry. Recall counters are not part of it: they live beside the store."""
+
+    id: str
+    track: str
+    scope: str
+    workspace_key: str
+    agent_key: str
+    text: str
+    source: str
+    tags: tuple[str, ...]
+    version: int
+    created_at: int
+    updated_at: int
+    session_id: str | None
+    fold: str = field(default="", compare=False, repr=False)  # ascii_lower(text), for matching
+
+    def __post_init__(self) -> None:
+        if not self.fold:
+            object.__setattr__(self, "fold", ascii_lower(self.text))
+
+    @property
+    def layer(self) -> tuple[str, str]:
+        return (self.track, self.scope)
+
+    @property
+    def size(self) -> int:
+        return utf16_len(self.text)
+
+    def revised(self, **changes: Any) -> Entry:
+        if "text" in changes:
+            changes.setdefault("fold", ascii_lower(changes["text"]))
+        return replace(self, **changes)
+
+    def to_protocol(self, recall_count: int = 0, last_recalled: int | None = None) -> dict[str, Any]:
+        """The 14-field protocol shape, in the export envelope's key order."""
+        return {
+            "id": self.id,
+            "track": self.track,
+            "scope": self.scope,
+            "workspaceKey": self.workspace_key,
+            "agentKey": self.agent_key,
+            "text": self.text,
+            "source": self.source,
+            "tags": list(self.tags),
+            "version": self.version,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "lastRecalled": last_recalled,
+            "recallCount": recall_count,
+            "sessionId": self.session_id,
+        }
+
+
+def visible(entry: Entry, workspace_key: str | None, agent_key: str | None) -> bool:
+    """The session visibility predicate; ``None`` means that filter is not applied."""
+    if agent_key is not None and entry.agent_key not in ("", agent_key):
+        return False
+    if workspace_key is not None and entry.scope == "workspace" \
+            and entry.workspace_key != workspace_key:
+        return False
+    return True
+
+
+def validate_protocol_entry(e: Any, *, require_session_id: bool = True) -> dict[str, Any]:
+    """``validateMemoryEntry``: check a protocol-shaped entry, return a copy with the 14 fields."""
+    if not isinstance(e, dict):
+        raise errors.invalid_input("memory entry must be an object")
+    eid = e.get("id")
+    if not isinstance(eid, str) or not UUID_RE.match(eid):
+        raise errors.invalid_input(f"memory entry id must be a UUID v4 (got {js_json(eid)})")
+    validate_layer(e.get("track"), e.get("scope"), track_missing="track" not in e,
+                   scope_missing="scope" not in e)
+    for key in ("workspaceKey", "agentKey"):
+        if not isinstance(e.get(key), str):
+            raise errors.invalid_input(f"memory entry {key} must be a string")
+    validate_text(e.get("text"))
+    if not isinstance(e.get("source"), str) or not e["source"]:
+        raise errors.invalid_input("memory entry source must be a non-empty string")
+    version = e.get("version")
+    if not _is_int(version) or version < 1:
+        raise errors.invalid_input("memory entry version must be an integer >= 1")
+    created, updated = e.get("createdAt"), e.get("updatedAt")
+    if not _is_int(created) or not _is_int(updated) or created < 0 or updated < created:
+        raise errors.invalid_input(
+            "memory entry createdAt/updatedAt must be integers with updatedAt >= createdAt"
+        )
+    last = e.get("lastRecalled")
+    if last is not None and not _is_int(last):
+        raise errors.invalid_input("memory entry lastRecalled must be null or an integer")
+    count = e.get("recallCount")
+    if not _is_int(count) or count < 0:
+        raise errors.invalid_input("memory entry recallCount must be an integer >= 0")
+    if "sessionId" not in e and require_session_id:
+        raise errors.invalid_input("memory entry sessionId must be null or a string")
+    sid = e.get("sessionId")
+    if sid is not None and not isinstance(sid, str):
+        raise errors.invalid_input("memory entry sessionId must be null or a string")
+    tags = normalize_tags(e.get("tags"))
+    return {
+        "id": eid, "track": e["track"], "scope": e["scope"],
+        "workspaceKey": e["workspaceKey"], "agentKey": e["agentKey"], "text": e["text"],
+        "source": e["source"], "tags": tags, "version": version, "createdAt": created,
+        "updatedAt": updated, "lastRecalled": last, "recallCount": count, "sessionId": sid,
+    }
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)

@@ -1,0 +1,42 @@
+"""Query: substring search with ASCII case folding, ranking by recall, a clamped limit.
+
+Order: ``recallCount DESC, updatedAt DESC, id ASC``. ``total`` counts every match,
+``truncated`` says the page is shorter than that. A query made for a session sees that
+session's visible set only (shared + own agent; user-global + own workspace).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .model import MAX_QUERY_LIMIT, Entry, ascii_lower, visible
+
+
+def page_limit(raw: Any, default: int) -> int:
+    limit = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else default
+    return min(limit, MAX_QUERY_LIMIT)
+
+
+def run(entries: Iterable[Entry], *, track: Any = None, scope: Any = None, text: Any = None,
+        workspace_key: str | None = None, agent_key: str | None = None, limit: int,
+        recall_count: Callable[[str], int]) -> tuple[list[Entry], int]:
+    """(the page, total matches)."""
+    needle = ascii_lower(text) if isinstance(text, str) and text else None
+    found = [
+        e for e in entries
+        if (track is None or e.track == track)
+        and (scope is None or e.scope == scope)
+        and (needle is None or needle in e.fold)
+        and (agent_key is None and workspace_key is None or visible(e, workspace_key, agent_key))
+    ]
+
+    def key(e: Entry) -> tuple[int, int, str]:
+        return (-recall_count(e.id), -e.updated_at, e.id)
+
+    if limit * 4 < len(found):
+        page = heapq.nsmallest(limit, found, key=key)
+    else:
+        page = sorted(found, key=key)[:limit]
+    return page, len(found)

@@ -1,0 +1,60 @@
+"""The frozen snapshot: the memory a session sees at its start, rendered once.
+
+One section per non-empty layer in the fixed order, entries by (createdAt, id), texts as
+they are. The heading shows the same used/limit numbers that budget enforcement uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from .config import Config
+from .model import LAYERS, Entry
+
+HEADER: Final = {
+    "en": "[dsh-memento: frozen memory snapshot \u2014 captured at session start; memory changes "
+          "during this session do not update this block. To change memory, use the memory tool.]",
+    "zh": "[dsh-memento\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014\u4f1a\u8bdd\u542f"
+          "\u52a8\u65f6\u6355\u83b7\uff1b\u672c\u4f1a\u8bdd\u5185\u7684\u8bb0\u5fc6\u53d8\u66f4"
+          "\u4e0d\u66f4\u65b0\u6b64\u5757\u3002\u8981\u4fee\u6539\u8bb0\u5fc6\uff0c\u8bf7\u4f7f"
+          "\u7528 memory \u5de5\u5177\u3002]",
+}
+TITLES: Final = {
+    "en": {
+        ("user", "user-global"): "User profile (global preferences, communication style, landmines)",
+        ("user", "workspace"): "User preferences for this workspace",
+        ("agent", "user-global"): "Environment facts and conventions (cross-workspace)",
+        ("agent", "workspace"): "Workspace facts, conventions, and lessons",
+    },
+    "zh": {
+        ("user", "user-global"): "\u7528\u6237\u753b\u50cf\uff08\u5168\u5c40\u504f\u597d\u3001"
+                                 "\u6c9f\u901a\u98ce\u683c\u3001\u96f7\u533a\uff09",
+        ("user", "workspace"): "\u672c\u5de5\u4f5c\u533a\u7684\u7528\u6237\u504f\u597d",
+        ("agent", "user-global"): "\u73af\u5883\u4e8b\u5b9e\u4e0e\u7ea6\u5b9a\uff08\u8de8\u5de5"
+                                  "\u4f5c\u533a\uff09",
+        ("agent", "workspace"): "\u672c\u5de5\u4f5c\u533a\u7684\u4e8b\u5b9e\u3001\u7ea6\u5b9a"
+                                "\u4e0e\u6559\u8bad",
+    },
+}
+USED: Final = {"en": "chars used", "zh": "\u5df2\u7528\u5b57\u7b26"}
+
+
+def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: Config,
+           language: str | None = None) -> str:
+    """The snapshot text for already-filtered (visible) entries; ``''`` if there are none."""
+    lang = language if language in HEADER else (config.language if config.language in HEADER
+                                                 else "en")
+    groups: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
+    for e in entries:
+        groups[(e.track, e.scope)].append(e)
+    sections = []
+    for layer in LAYERS:
+        group = sorted(groups[layer], key=lambda e: (e.created_at, e.id))
+        if not group:
+            continue
+        head = f"## {TITLES[lang][layer]} \u2014 {usage[layer]}/{config.limit(*layer)} {USED[lang]}"
+        sections.append(head + "\n" + "\n".join(f"- {e.text}" for e in group))
+    if not sections:
+        return ""
+    return "\n\n".join([HEADER[lang], *sections])

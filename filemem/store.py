@@ -1,0 +1,672 @@
+"""The store: a git repository of entry files, its lock, its view of HEAD and its local state.
+
+- Reads see the entries committed at HEAD, never the working tree. The view is rebuilt
+  incrementally when HEAD moves (a cheap ref read per call notices it), parsing only files
+  whose blob changed, and is kept in ``.filemem/cache/state.json`` so a cold process does
+  not re-parse every file.
+- Writes happen in a transaction: the store lock (portalocker, on ``.filemem/lock``), a fresh
+  view, then :meth:`Transaction.commit`: objects, journal, compare-and-swap of the branch,
+  working tree, index, journal cleared. The commit is the commit point; a write killed at
+  any instant is finished or undone from HEAD by the next transaction or open.
+- ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger and
+  the recall counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from . import codec, config as config_mod, errors, worktree
+from .auditlog import AuditRow, Ledger, commit_message, external_row, next_seq, parse_rows, row
+from .codec import CodecError
+from .config import STORE_SCHEMA, Config
+from .gitindex import GitIndex, IndexUnsupported, rebuild
+from .gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
+from .layout import entry_path, is_entry_path, path_problem
+from .model import LAYERS, Entry, now_ms
+from .recall import RecallCounters
+
+META_DIR: Final = ".filemem"
+CONFIG_FILE: Final = "filemem.yaml"
+IDENT: Final = "filemem <filemem@localhost>"
+_CACHE_FORMAT: Final = 1
+_SAVE_EVERY: Final = 64  # changed files between saves of the on-disk view cache
+_PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
+_PACK_WHEN_LOOSE: Final = 6000
+LOCK_TIMEOUT: Final = 60.0
+
+
+class StoreNotFound(Exception):
+    """There is no filemem store at the path (``filemem init`` makes one)."""
+
+
+class HeadMoved(Exception):
+    """The branch moved between reading HEAD and the compare-and-swap (someone used git)."""
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders made inside are private to the owner (0600/0700 on POSIX)."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@dataclass
+class State:
+    """The store as committed at one HEAD. Treat as immutable; writes make a new one."""
+
+    head: str
+    tree: str
+    config: Config | None
+    config_problem: errors.ProtocolError | None
+    entries: dict[str, Entry]
+    paths: dict[str, str]  # entry id -> path
+    blobs: dict[str, str]  # path -> blob sha (entry files only)
+    noncanonical: frozenset[str]  # ids whose file has keys of its own (spliced on replace)
+    corrupt: dict[str, str]  # path -> reason
+    usage: dict[tuple[str, str], int]
+    config_blob: str | None = None
+    _layers: dict[tuple[str, str], list[Entry]] | None = field(default=None, repr=False)
+    _ordered: list[Entry] | None = field(default=None, repr=False)
+
+    def layer(self, track: str, scope: str) -> list[Entry]:
+        if self._layers is None:
+            layers: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
+            for e in self.entries.values():
+                layers[(e.track, e.scope)].append(e)
+            self._layers = layers
+        return self._layers.get((track, scope), [])
+
+    def ordered(self) -> list[Entry]:
+        """All entries by (createdAt, id): the listing order."""
+        if self._ordered is None:
+            self._ordered = sorted(self.entries.values(), key=lambda e: (e.created_at, e.id))
+        return self._ordered
+
+
+def _usage(entries: dict[str, Entry]) -> dict[tuple[str, str], int]:
+    usage = dict.fromkeys(LAYERS, 0)
+    for e in entries.values():
+        usage[(e.track, e.scope)] += e.size
+    return usage
+
+
+def template_files() -> dict[str, bytes]:
+    """The files of ``store-template/`` (installed as ``filemem/_store_template``)."""
+    base: Any = resources.files("filemem") / "_store_template"
+    if not base.is_dir():
+        base = Path(__file__).resolve().parent.parent / "store-template"
+    out: dict[str, bytes] = {}
+
+    def collect(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            name = f"{prefix}{child.name}"
+            if child.is_dir():
+                collect(child, name + "/")
+            elif not child.name.endswith((".pyc",)):
+                out[name] = child.read_bytes()
+
+    collect(base, "")
+    if CONFIG_FILE not in out:
+        raise FileNotFoundError("the store template (store-template/) is not installed")
+    return out
+
+
+class Store:
+    """A filemem store on disk. Use :func:`filemem.open_store` rather than this directly."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        if not os.path.isdir(os.path.join(self.root, ".git")):
+            raise StoreNotFound(
+                f"no filemem store at {self.root}; create one with `filemem init {self.root}`"
+            )
+        self.git = GitRepo(self.root)
+        self.meta = os.path.join(self.root, META_DIR)
+        with private_files():
+            os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
+        self.ledger = Ledger(self.meta)
+        self.recall = RecallCounters(self.meta)
+        self.journal = worktree.Journal.at(self.meta)
+        self._state: State | None = None
+        self._parsed: dict[str, tuple[Entry | None, str | None, bool]] = {}
+        self._config_cache: tuple[str, Config | None, errors.ProtocolError | None] | None = None
+        self._index: GitIndex | None = None
+        self._index_id: tuple[int, int, int] | None = None
+        self._unsaved = 0
+        self._saved_tree: str | None = None
+        self._commits_since_pack_check = _PACK_CHECK_EVERY  # check on the first commit
+        self._rows: dict[str, list[AuditRow]] = {}  # commit sha -> its rows, newest first
+        self._lock = threading.RLock()
+        self._file_lock: Any = None
+        self._lock_depth = 0
+        if self.journal.exists():
+            with self.locked():
+                self._recover()
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def create(cls, root: str | os.PathLike[str]) -> Store:
+        """Lay a new store down from the template and make the first commit."""
+        root = os.path.abspath(os.fspath(root))
+        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+            raise FileExistsError(
+                f"{root} exists and is not empty; choose a new or empty folder for the store"
+            )
+        with private_files():
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            os.chmod(root, 0o700)
+            git = GitRepo.create(root)
+            os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
+            files = template_files()
+            ts = now_ms()
+            init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
+            init_row.update(seq=next_seq(ts, 0), ts=ts)
+            message = commit_message("init filemem store",
+                                     "Created by `filemem init` from store-template/.", [init_row])
+            pending = PendingObjects()
+            tree, blobs = git.splice(None, files, pending)
+            commit = git.make_commit(tree, [], message, IDENT, ts // 1000, pending)
+            git.write(pending)
+            if not git.cas_head(None, commit, "filemem init"):
+                raise GitError(f"could not create the first commit in {root}")
+            index = GitIndex(git.git_dir)
+            for path, data in files.items():
+                index.set(path, blobs[path], worktree.write(root, path, data))
+            index.write()
+            git.close()
+        return cls(root)
+
+    # ------------------------------------------------------------ locking
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The store lock: one writer at a time across threads and processes."""
+        import portalocker
+
+        with self._lock:
+            if self._lock_depth == 0:
+                lock = portalocker.Lock(
+                    os.path.join(self.meta, "lock"), mode="a", timeout=LOCK_TIMEOUT,
+                    check_interval=0.002, fail_when_locked=False,
+                    flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
+                )
+                try:
+                    lock.acquire()
+                except portalocker.LockException:
+                    raise TimeoutError(
+                        f"the store lock {self.meta}/lock is held by another process for more "
+                        f"than {LOCK_TIMEOUT:.0f} s"
+                    ) from None
+                self._file_lock = lock
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+                if self._lock_depth == 0:
+                    self._file_lock.release()
+                    self._file_lock = None
+
+    # ------------------------------------------------------------ the view of HEAD
+
+    def state(self) -> State:
+        """The committed state at HEAD (rebuilt only if HEAD moved). Not validated: callers
+        that serve entries call :meth:`checked`."""
+        head = self.git.head()
+        if head is None:
+            raise errors.store_corrupt(self.root, "the repository has no commits")
+        current = self._state
+        if current is not None and current.head == head:
+            return current
+        with self._lock:
+            current = self._state
+            if current is not None and current.head == head:
+                return current
+            self._state = self._load(head)
+            return self._state
+
+    def checked(self) -> State:
+        """:meth:`state`, raising STORE_CORRUPT / STORE_UNSUPPORTED_VERSION if it is invalid."""
+        st = self.state()
+        if st.config_problem is not None:
+            raise st.config_problem
+        if st.corrupt:
+            path = min(st.corrupt)
+            more = len(st.corrupt) - 1
+            reason = st.corrupt[path] + (f" (and {more} more invalid file(s); run `filemem "
+                                         "status`)" if more else "")
+            raise errors.store_corrupt(worktree.full_path(self.root, path), reason)
+        return st
+
+    def config(self) -> Config:
+        st = self.checked()
+        assert st.config is not None
+        return st.config
+
+    def _parse(self, path: str, blob: str) -> tuple[Entry | None, str | None, bool]:
+        hit = self._parsed.get(blob)
+        if hit is not None and (hit[0] is None or path_problem(path, hit[0]) is None):
+            return hit
+        try:
+            decoded = codec.decode(self.git.read_blob(blob))
+            problem = path_problem(path, decoded.entry)
+            result = (decoded.entry, None, decoded.canonical) if problem is None \
+                else (None, problem, False)
+        except CodecError as exc:
+            result = (None, str(exc), False)
+        except (GitError, KeyError) as exc:
+            result = (None, f"cannot read the file from git: {exc}", False)
+        if len(self._parsed) > 100_000:
+            self._parsed.clear()
+        self._parsed[blob] = result
+        return result
+
+    def _read_config(self, blob: str | None) -> tuple[Config | None, errors.ProtocolError | None]:
+        path = os.path.join(self.root, CONFIG_FILE)
+        if blob is None:
+            return None, errors.store_corrupt(path, "filemem.yaml is missing at HEAD")
+        if self._config_cache and self._config_cache[0] == blob:
+            return self._config_cache[1], self._config_cache[2]
+        cfg: Config | None = None
+        problem: errors.ProtocolError | None = None
+        try:
+            raw = config_mod.load_yaml(self.git.read_blob(blob))
+            schema = raw.get("schema") if isinstance(raw, dict) else None
+            if isinstance(schema, int) and schema > STORE_SCHEMA:
+                problem = errors.store_unsupported_version(self.root, schema, STORE_SCHEMA)
+            else:
+                cfg = config_mod.parse(raw)
+        except errors.ProtocolError as exc:
+            problem = errors.store_corrupt(path, exc.message)
+        except Exception as exc:  # YAML errors of any kind
+            problem = errors.store_corrupt(path, f"not valid YAML: {exc}")
+        self._config_cache = (blob, cfg, problem)
+        return cfg, problem
+
+    def _load(self, head: str) -> State:
+        commit = self.git.commit(head)
+        base = self._state or self._load_cache()
+        root_tree = self.git.read_tree(commit.tree)
+        config_item = root_tree.get(CONFIG_FILE)
+        config_blob = config_item[1] if config_item else None
+        cfg, problem = self._read_config(config_blob)
+        if base is not None:
+            entries = dict(base.entries)
+            paths = dict(base.paths)
+            blobs = dict(base.blobs)
+            corrupt = dict(base.corrupt)
+            noncanonical = set(base.noncanonical)
+            changes = [(p, new) for p, _old, new in self.git.diff(base.tree, commit.tree)
+                       if is_entry_path(p)]
+        else:
+            entries, paths, blobs, corrupt, noncanonical = {}, {}, {}, {}, set()
+            changes = [(p, sha) for p, _mode, sha in self.git.walk(commit.tree)
+                       if is_entry_path(p)]
+        by_path = {p: i for i, p in paths.items()}
+        for path, blob in changes:
+            old_id = by_path.pop(path, None)
+            if old_id is not None and paths.get(old_id) == path:
+                entries.pop(old_id, None)
+                paths.pop(old_id, None)
+                noncanonical.discard(old_id)
+            blobs.pop(path, None)
+            corrupt.pop(path, None)
+            if blob is None:
+                continue
+            blobs[path] = blob
+            entry, reason, canonical = self._parse(path, blob)
+            if entry is None:
+                corrupt[path] = reason or "invalid entry file"
+                continue
+            if entry.id in entries:  # the same id in two files
+                corrupt[path] = f"duplicate entry id {entry.id} (also in {paths[entry.id]})"
+                continue
+            entries[entry.id] = entry
+            paths[entry.id] = path
+            by_path[path] = entry.id
+            if not canonical:
+                noncanonical.add(entry.id)
+        state = State(
+            head=head, tree=commit.tree, config=cfg, config_problem=problem, entries=entries,
+            paths=paths, blobs=blobs, noncanonical=frozenset(noncanonical), corrupt=corrupt,
+            usage=_usage(entries), config_blob=config_blob,
+        )
+        self._unsaved += len(changes) if base is not None else _SAVE_EVERY
+        if self._unsaved >= _SAVE_EVERY:
+            self._save_cache(state)
+        return state
+
+    # ------------------------------------------------------------ the on-disk view cache
+
+    def _cache_path(self) -> str:
+        return os.path.join(self.meta, "cache", "state.json")
+
+    def _load_cache(self) -> State | None:
+        try:
+            with open(self._cache_path(), encoding="utf-8") as f:
+                raw = json.load(f)
+            if raw.get("format") != _CACHE_FORMAT:
+                return None
+            entries: dict[str, Entry] = {}
+            paths: dict[str, str] = {}
+            blobs: dict[str, str] = {}
+            corrupt: dict[str, str] = {}
+            noncanonical: set[str] = set()
+            for path, (blob, fields, reason, canonical) in raw["files"].items():
+                blobs[path] = blob
+                if fields is None:
+                    corrupt[path] = reason
+                    continue
+                (eid, track, scope, wk, ak, text, source, tags, version, created, updated,
+                 session) = fields
+                e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
+                          created, updated, session)
+                entries[eid] = e
+                paths[eid] = path
+                self._parsed[blob] = (e, None, canonical)
+                if not canonical:
+                    noncanonical.add(eid)
+            self._saved_tree = raw["tree"]
+            # the cached tree must still exist (it does unless someone rewrote history and gc'd)
+            self.git.read_tree(raw["tree"])
+        except (OSError, ValueError, KeyError, TypeError, GitError):
+            return None
+        return State(head=raw["head"], tree=raw["tree"], config=None, config_problem=None,
+                     entries=entries, paths=paths, blobs=blobs,
+                     noncanonical=frozenset(noncanonical), corrupt=corrupt,
+                     usage=_usage(entries))
+
+    def _save_cache(self, state: State) -> None:
+        files: dict[str, Any] = {}
+        for eid, path in state.paths.items():
+            e = state.entries[eid]
+            files[path] = [state.blobs[path], [
+                e.id, e.track, e.scope, e.workspace_key, e.agent_key, e.text, e.source,
+                list(e.tags), e.version, e.created_at, e.updated_at, e.session_id,
+            ], None, eid not in state.noncanonical]
+        for path, reason in state.corrupt.items():
+            files[path] = [state.blobs.get(path, ""), None, reason, False]
+        data = json.dumps({"format": _CACHE_FORMAT, "head": state.head, "tree": state.tree,
+                           "files": files}, ensure_ascii=False, separators=(",", ":"))
+        tmp = f"{self._cache_path()}.{os.getpid()}.tmp"
+        try:
+            with private_files(), open(tmp, "w", encoding="utf-8") as f:
+                f.write(data)
+            os.replace(tmp, self._cache_path())
+            self._unsaved = 0
+            self._saved_tree = state.tree
+        except OSError:
+            pass  # the cache is an optimisation; never fail a read or write over it
+
+    def close(self) -> None:
+        """Save the view cache if it is behind and release git handles."""
+        if self._state is not None and self._saved_tree != self._state.tree:
+            self._save_cache(self._state)
+        self.git.close()
+
+    # ------------------------------------------------------------ the git index
+
+    def index(self) -> GitIndex:
+        path = os.path.join(self.git.git_dir, "index")
+        try:
+            st = os.stat(path)
+            ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            ident = None
+        if self._index is not None and ident == self._index_id:
+            return self._index
+        try:
+            self._index = GitIndex.load(self.git.git_dir)
+        except IndexUnsupported:
+            head = self.git.head()
+            files = [] if head is None else [
+                (p, sha) for p, _mode, sha in self.git.walk(self.git.commit(head).tree)]
+            self._index = rebuild(self.git.git_dir, self.root, files)
+        self._index_id = ident
+        return self._index
+
+    def _write_index(self, index: GitIndex) -> None:
+        index.write()
+        st = os.stat(index.path)
+        self._index_id = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    # ------------------------------------------------------------ recovery
+
+    def _recover(self) -> list[str]:
+        """Finish or undo what a killed write left in the working tree (lock held)."""
+        paths = self.journal.read()
+        if paths is None:
+            return []
+        self.git.clear_stale_locks()
+        lock = os.path.join(self.git.git_dir, "index.lock")
+        if os.path.exists(lock):
+            os.unlink(lock)  # ours: the journal says a filemem write was under way
+        head = self.git.head()
+        tree = self.git.commit(head).tree if head else None
+        head_blob = {p: (self.git.blob_at(tree, p) if tree else None) for p in paths}
+        data = {sha: self.git.read_blob(sha) for sha in head_blob.values() if sha}
+        with private_files():
+            repaired = worktree.repair(self.root, paths, head_blob, data)
+            index = self.index()
+            for path, sha in head_blob.items():
+                if sha is None:
+                    index.remove(path)
+                    continue
+                content = worktree.read(self.root, path)
+                clean = content is not None and content == data[sha]
+                index.set(path, sha, os.stat(worktree.full_path(self.root, path))
+                          if clean else None)
+            self._write_index(index)
+        self.journal.clear()
+        return repaired
+
+    # ------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Hold the store lock, repair a half-done write if any, and work on a fresh view."""
+        with self.locked(), private_files():
+            if self.journal.exists():
+                self._recover()
+            yield Transaction(self, self.checked())
+
+    def dirty_paths(self, state: State, paths: list[str]) -> list[str]:
+        """Which of ``paths`` have uncommitted changes in the working tree (hand edits)."""
+        index = self.index()
+        return [p for p in paths
+                if not worktree.is_clean(self.root, p, state.blobs.get(p), index)]
+
+    def last_seq(self, state: State) -> int:
+        info = self.git.commit(state.head)
+        try:
+            rows = parse_rows(info.message) or []
+        except ValueError:
+            rows = []
+        seqs = [r["seq"] for r in rows if isinstance(r.get("seq"), int)]
+        head_seq = max(seqs) if seqs else (info.time + 1) * 1000 * 1024
+        return max(head_seq, self.ledger.last_seq())
+
+    def commit_rows(self, info: CommitInfo) -> list[AuditRow]:
+        """The audit rows a commit carries, newest first (a row of its own for a commit
+        made outside filemem)."""
+        rows = self._rows.get(info.sha)
+        if rows is None:
+            try:
+                parsed = parse_rows(info.message)
+            except ValueError as exc:
+                parsed = None
+                ext = external_row(info.sha, info.time, info.message)
+                ext["outcome"] = f"unreadable audit trailers ({exc}) in {info.sha[:12]}"
+                rows = [ext]
+            if rows is None:
+                rows = list(reversed(parsed)) if parsed else \
+                    [external_row(info.sha, info.time, info.message)]
+            if len(self._rows) > 50_000:
+                self._rows.clear()
+            self._rows[info.sha] = rows
+        return rows
+
+    def audit(self, limit: int) -> list[AuditRow]:
+        """The newest ``limit`` audit rows across history and the ledger, newest first."""
+        rows: list[AuditRow] = []
+        head = self.git.head()
+        if head is not None:
+            heap = [(-self.git.commit(head).time, head)]
+            seen: set[str] = set()
+            while heap and len(rows) < limit:
+                _, sha = heapq.heappop(heap)
+                if sha in seen:
+                    continue
+                seen.add(sha)
+                info = self.git.commit(sha)
+                rows.extend(self.commit_rows(info))
+                for parent in info.parents:
+                    if parent not in seen:
+                        heapq.heappush(heap, (-self.git.commit(parent).time, parent))
+        rows.extend(self.ledger.tail(limit))
+        rows.sort(key=lambda r: r["seq"], reverse=True)
+        return [dict(r) for r in rows[:limit]]
+
+    def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
+        """Record read-side rows (recalled, snapshot) with their seq, under the lock."""
+        with self.locked(), private_files():
+            ts = now_ms()
+            last = self.last_seq(self.state())
+            for r in rows:
+                if r["ts"] is None:
+                    r["ts"] = ts
+                r["seq"] = last = next_seq(r["ts"], last)
+            self.ledger.append(rows)
+        return rows
+
+    def maybe_pack(self) -> None:
+        """Pack loose objects now and then (nothing else does on this write path)."""
+        self._commits_since_pack_check += 1
+        if self._commits_since_pack_check < _PACK_CHECK_EVERY:
+            return
+        self._commits_since_pack_check = 0
+        objects = os.path.join(self.git.git_dir, "objects")
+        sample = 0
+        for folder in ("00", "3f", "7e", "bd"):
+            with contextlib.suppress(FileNotFoundError):
+                sample += len(os.listdir(os.path.join(objects, folder)))
+        if sample * 64 >= _PACK_WHEN_LOOSE:
+            self.git.pack_loose_objects()
+
+
+class Transaction:
+    """One write under the store lock. :meth:`commit` is the commit point."""
+
+    def __init__(self, store: Store, state: State) -> None:
+        self.store = store
+        self.state = state
+
+    def commit(self, *, puts: list[Entry] = (), deletes: list[Entry] = (),  # type: ignore[assignment]
+               rows: list[AuditRow], subject: str, body: str = "") -> str:
+        """Write one commit that puts/deletes entries and records ``rows``; returns its sha.
+
+        Raises WRITE_DENIED (outcome ``hand-edit-pending``) if a file to change has
+        uncommitted hand edits, and HeadMoved if the branch moved meanwhile.
+        """
+        store, st, git = self.store, self.state, self.store.git
+        changes: dict[str, bytes | None] = {}
+        for e in deletes:
+            changes[st.paths[e.id]] = None
+        for e in puts:
+            path = entry_path(e)
+            old_path = st.paths.get(e.id)
+            if old_path is not None and old_path != path:
+                changes[old_path] = None
+            previous = git.read_blob(st.blobs[old_path]) \
+                if old_path is not None and e.id in st.noncanonical else None
+            changes[path] = codec.encode(e, previous)
+        dirty = store.dirty_paths(st, list(changes))
+        if dirty:
+            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        ts = now_ms()
+        last = store.last_seq(st)
+        for r in rows:
+            r["ts"] = ts
+            r["seq"] = last = next_seq(ts, last)
+        message = commit_message(subject, body, rows)
+        pending = PendingObjects()
+        if changes:
+            tree, blobs = git.splice(st.tree, changes, pending)
+        else:
+            tree, blobs = st.tree, {}
+        commit = git.make_commit(tree, [st.head], message, IDENT, ts // 1000, pending)
+        git.write(pending)
+        if changes:
+            store.journal.begin(st.head, commit,
+                                {p: (st.blobs.get(p), blobs.get(p)) for p in changes})
+        if not git.cas_head(st.head, commit, subject):
+            store.journal.clear()
+            raise HeadMoved(f"the branch moved while writing {subject!r}")
+        # from here on the write has happened; the rest mirrors it into the working tree
+        if changes:
+            index = store.index()
+            for path, data in changes.items():
+                if data is None:
+                    worktree.remove(store.root, path)
+                    index.remove(path)
+                else:
+                    index.set(path, blobs[path], worktree.write(store.root, path, data))
+            store._write_index(index)
+            store.journal.clear()
+        self.state = store._state = _evolve(st, commit, tree, puts, deletes, blobs)
+        store._unsaved += len(changes)
+        if store._unsaved >= _SAVE_EVERY:
+            store._save_cache(self.state)
+        store.maybe_pack()
+        return commit
+
+
+def _evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[Entry],
+            blobs: dict[str, str]) -> State:
+    entries = dict(st.entries)
+    paths = dict(st.paths)
+    all_blobs = dict(st.blobs)
+    noncanonical = set(st.noncanonical)
+    usage = dict(st.usage)
+    for e in deletes:
+        old = entries.pop(e.id)
+        usage[old.layer] -= old.size
+        all_blobs.pop(paths.pop(e.id), None)
+        noncanonical.discard(e.id)
+    for e in puts:
+        old = entries.get(e.id)
+        if old is not None:
+            usage[old.layer] -= old.size
+        entries[e.id] = e
+        usage[e.layer] += e.size
+        path = entry_path(e)
+        paths[e.id] = path
+        all_blobs[path] = blobs[path]
+        # a spliced file keeps its own keys, so it stays non-canonical; new files are canonical
+    return State(head=head, tree=tree, config=st.config, config_problem=st.config_problem,
+                 entries=entries, paths=paths, blobs=all_blobs,
+                 noncanonical=frozenset(noncanonical), corrupt=dict(st.corrupt), usage=usage,
+                 config_blob=st.config_blob)
+
+
+def hand_edited(path: str) -> errors.ProtocolError:
+    return errors.write_denied(
+        "hand-edit-pending",
+        f"{path} has uncommitted changes made outside filemem; run `filemem status`, then "
+        "adopt or discard them before this entry can be changed",
+        path=path,
+    )

@@ -1,0 +1,159 @@
+"""The working tree: the owner's view of the store, kept equal to HEAD after every write.
+
+Files are replaced by write-to-temp + rename, so an editor or a watcher never sees half a
+file. They are not fsynced: the commit is the durable record, and the journal lets the next
+open put back from HEAD whatever a killed write left half done, file by file, without ever
+touching a file whose content is neither the old nor the new version (a person's edit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from .gitindex import hash_blob
+
+TMP_SUFFIX: Final = ".filemem-tmp"
+JOURNAL_NAME: Final = "journal.json"
+
+
+def full_path(root: str, path: str) -> str:
+    return os.path.join(root, *path.split("/"))
+
+
+def read(root: str, path: str) -> bytes | None:
+    try:
+        with open(full_path(root, path), "rb") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def write(root: str, path: str, data: bytes) -> os.stat_result:
+    """Atomically replace (or create) a working-tree file; returns its stat."""
+    target = full_path(root, path)
+    folder = os.path.dirname(target)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}{TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+    return os.stat(target)
+
+
+def remove(root: str, path: str) -> None:
+    """Delete a file and the folders it leaves empty (git does not track folders)."""
+    target = full_path(root, path)
+    try:
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    folder = os.path.dirname(target)
+    root_abs = os.path.abspath(root)
+    while os.path.abspath(folder) != root_abs:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break
+        folder = os.path.dirname(folder)
+
+
+def is_clean(root: str, path: str, head_blob: str | None, index: object | None) -> bool:
+    """Whether the working-tree file at ``path`` is exactly HEAD's version (or absent at
+    both). Uses the index's stat record like git does, hashing only when that is unsure."""
+    target = full_path(root, path)
+    try:
+        st = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        return head_blob is None
+    if head_blob is None:
+        return False
+    stat_matches = getattr(index, "stat_matches", None)
+    sha_of = getattr(index, "sha", None)
+    if stat_matches and sha_of and sha_of(path) == head_blob and stat_matches(path, st):
+        return True
+    data = read(root, path)
+    return data is not None and hash_blob(data) == head_blob
+
+
+@dataclass
+class Journal:
+    """What a write is about to change, so the next open can finish or undo it."""
+
+    path: str
+
+    @classmethod
+    def at(cls, meta_dir: str) -> Journal:
+        return cls(os.path.join(meta_dir, JOURNAL_NAME))
+
+    def begin(self, old_head: str | None, new_head: str,
+              paths: dict[str, tuple[str | None, str | None]]) -> None:
+        data = json.dumps({"old": old_head, "new": new_head,
+                           "paths": {p: list(v) for p, v in paths.items()}}).encode()
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def read(self) -> dict[str, tuple[str | None, str | None]] | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                raw = json.load(f)
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {}  # torn journal: nothing was changed yet when it was being written
+        return {p: (v[0], v[1]) for p, v in raw.get("paths", {}).items()}
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def clear(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
+           head_blob: dict[str, str | None], blob_data: dict[str, bytes]) -> list[str]:
+    """Put journaled paths back to HEAD's version where the file holds the old or the new
+    version (or a temp file was left); leave any other content alone. Returns repaired paths.
+
+    ``head_blob`` maps each path to HEAD's blob (None: absent at HEAD); ``blob_data`` maps
+    blob shas to their bytes.
+    """
+    repaired = []
+    for path, (old, new) in paths.items():
+        target = full_path(root, path)
+        folder = os.path.dirname(target)
+        prefix = f".{os.path.basename(target)}."
+        try:
+            for name in os.listdir(folder):
+                if name.startswith(prefix) and name.endswith(TMP_SUFFIX):
+                    os.unlink(os.path.join(folder, name))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        data = read(root, path)
+        current = hash_blob(data) if data is not None else None
+        want = head_blob.get(path)
+        if current == want:
+            continue
+        if current not in (old, new, None):
+            continue  # someone's own edit: never overwrite it
+        if want is None:
+            remove(root, path)
+        else:
+            write(root, path, blob_data[want])
+        repaired.append(path)
+    return repaired
