@@ -28,6 +28,7 @@ changed keys' lines and keeps every other line as it was.
 from __future__ import annotations
 
 import calendar
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ class Decoded:
 # ---------------------------------------------------------------- writing
 
 
+@functools.lru_cache(maxsize=8192)
 def quote(value: str) -> str:
     """A YAML scalar for ``value`` that every YAML 1.1/1.2 parser reads back as that string."""
     if _PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL:
@@ -115,14 +117,20 @@ def field_values(entry: Entry) -> dict[str, Any]:
 
 
 def _field_lines(entry: Entry) -> list[str]:
-    values = field_values(entry)
-    lines = []
-    for key in FIELDS:
-        value = values[key]
-        # timestamps are written plain (they are ISO-8601, not free text)
-        text = value if key in ("createdAt", "updatedAt") else _scalar(value)
-        lines.append(f"{key}: {text}")
-    return lines
+    """One line per protocol field, in FIELDS order (timestamps plain: they are ISO-8601)."""
+    return [
+        f"id: {quote(entry.id)}",
+        f"track: {entry.track}",
+        f"scope: {entry.scope}",
+        f"workspaceKey: {quote(entry.workspace_key)}",
+        f"agentKey: {quote(entry.agent_key)}",
+        f"source: {quote(entry.source)}",
+        f"tags: {_scalar(list(entry.tags))}",
+        f"version: {entry.version}",
+        f"createdAt: {iso_ms(entry.created_at)}",
+        f"updatedAt: {iso_ms(entry.updated_at)}",
+        f"sessionId: {_scalar(entry.session_id)}",
+    ]
 
 
 def encode(entry: Entry, previous: bytes | None = None) -> bytes:

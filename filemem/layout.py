@@ -8,6 +8,7 @@ case-only differences are all harmless. The exact keys live in the front-matter.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Final
@@ -22,6 +23,7 @@ _TAIL_MAX: Final = 24
 _UNSAFE: Final = re.compile(r"[^a-z0-9_-]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def key_dir(key: str) -> str:
     """A safe, stable directory name for a workspace or agent key."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:10]
@@ -30,6 +32,7 @@ def key_dir(key: str) -> str:
     return f"{tail}-{digest}" if tail else digest
 
 
+@functools.lru_cache(maxsize=4096)
 def layer_dir(entry_track: str, scope: str, workspace_key: str, agent_key: str) -> str:
     parts = [entry_track, scope]
     if scope == "workspace":

@@ -7,6 +7,7 @@ their users compare them.
 
 from __future__ import annotations
 
+import functools
 import json
 import ntpath
 import os
@@ -97,10 +98,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@functools.lru_cache(maxsize=1024)
 def iso_ms(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with milliseconds: ``2026-11-30T01:49:13.123Z``."""
-    dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 _ISO_RE: Final = re.compile(

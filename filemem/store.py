@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ _SAVE_EVERY: Final = 64  # changed files between saves of the on-disk view cache
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
 _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
+log = logging.getLogger("filemem")
 
 
 class StoreNotFound(Exception):
@@ -459,6 +461,10 @@ class Store:
         tree = self.git.commit(head).tree if head else None
         head_blob = {p: (self.git.blob_at(tree, p) if tree else None) for p in paths}
         data = {sha: self.git.read_blob(sha) for sha in head_blob.values() if sha}
+        for _old, new in paths.values():  # to recognise a torn new file (worktree.repair)
+            if new and new not in data:
+                with contextlib.suppress(KeyError, GitError):
+                    data[new] = self.git.read_blob(new)
         with private_files():
             repaired = worktree.repair(self.root, paths, head_blob, data)
             index = self.index()
@@ -594,7 +600,9 @@ class Transaction:
             previous = git.read_blob(st.blobs[old_path]) \
                 if old_path is not None and e.id in st.noncanonical else None
             changes[path] = codec.encode(e, previous)
-        dirty = store.dirty_paths(st, list(changes))
+        # a path new to HEAD is a fresh id's file: nothing to check there (the file is
+        # created exclusively below, so nothing that appeared meanwhile is overwritten)
+        dirty = store.dirty_paths(st, [p for p in changes if p in st.blobs])
         if dirty:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
         ts = now_ms()
@@ -618,15 +626,22 @@ class Transaction:
             raise HeadMoved(f"the branch moved while writing {subject!r}")
         # from here on the write has happened; the rest mirrors it into the working tree
         if changes:
-            index = store.index()
-            for path, data in changes.items():
-                if data is None:
-                    worktree.remove(store.root, path)
-                    index.remove(path)
-                else:
-                    index.set(path, blobs[path], worktree.write(store.root, path, data))
-            store._write_index(index)
-            store.journal.clear()
+            try:
+                index = store.index()
+                for path, data in changes.items():
+                    if data is None:
+                        worktree.remove(store.root, path)
+                        index.remove(path)
+                    else:
+                        index.set(path, blobs[path], worktree.write(
+                            store.root, path, data, new=path not in st.blobs))
+                store._write_index(index)
+                store.journal.clear()
+            except (OSError, TimeoutError) as exc:
+                # the commit stands; the journal stays, and the next transaction (or open)
+                # puts the working tree in step with HEAD
+                log.warning("filemem: commit %s is written, but updating the working tree "
+                            "failed (%s); it will be repaired on the next write", commit, exc)
         self.state = store._state = _evolve(st, commit, tree, puts, deletes, blobs)
         store._unsaved += len(changes)
         if store._unsaved >= _SAVE_EVERY:
