@@ -1,0 +1,5 @@
+"""`python -m filemem`: the filemem command."""
+
+from filemem.cli import main
+
+main()
