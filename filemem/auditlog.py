@@ -132,6 +132,18 @@ def parse_rows(message: str) -> list[AuditRow] | None:
     return rows
 
 
+def last_trailer_seq(message: str) -> int | None:
+    """The seq of a commit's last audit row (rows are in seq order), without parsing all."""
+    pos = message.rfind("\nAudit-Seq: ")
+    if pos < 0:
+        return None
+    end = message.find("\n", pos + 12)
+    try:
+        return int(message[pos + 12:end if end >= 0 else None])
+    except ValueError:
+        return None
+
+
 def external_row(sha: str, time_s: int, message: str) -> AuditRow:
     """The row shown for a commit made outside filemem (a person's ``git commit``, a merge)."""
     subject = message.split("\n", 1)[0]

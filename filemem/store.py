@@ -20,14 +20,23 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 from . import codec, config as config_mod, errors, worktree
-from .auditlog import AuditRow, Ledger, commit_message, external_row, next_seq, parse_rows, row
+from .auditlog import (
+    AuditRow,
+    Ledger,
+    commit_message,
+    external_row,
+    last_trailer_seq,
+    next_seq,
+    parse_rows,
+    row,
+)
 from .codec import CodecError
 from .config import STORE_SCHEMA, Config
 from .gitindex import GitIndex, IndexUnsupported, rebuild
@@ -40,7 +49,8 @@ META_DIR: Final = ".filemem"
 CONFIG_FILE: Final = "filemem.yaml"
 IDENT: Final = "filemem <filemem@localhost>"
 _CACHE_FORMAT: Final = 1
-_SAVE_EVERY: Final = 64  # changed files between saves of the on-disk view cache
+_SAVE_EVERY: Final = 64  # changed files between saves of the on-disk view cache ...
+_SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a minute
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
 _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
@@ -107,6 +117,8 @@ def _usage(entries: dict[str, Entry]) -> dict[tuple[str, str], int]:
 
 def template_files() -> dict[str, bytes]:
     """The files of ``store-template/`` (installed as ``filemem/_store_template``)."""
+    from importlib import resources
+
     base: Any = resources.files("filemem") / "_store_template"
     if not base.is_dir():
         base = Path(__file__).resolve().parent.parent / "store-template"
@@ -149,6 +161,8 @@ class Store:
         self._index_id: tuple[int, int, int] | None = None
         self._unsaved = 0
         self._saved_tree: str | None = None
+        self._saved_at = 0.0
+        self._saved_config: str | None = None
         self._commits_since_pack_check = _PACK_CHECK_EVERY  # check on the first commit
         self._rows: dict[str, list[AuditRow]] = {}  # commit sha -> its rows, newest first
         self._lock = threading.RLock()
@@ -382,10 +396,14 @@ class Store:
                 self._parsed[blob] = (e, None, canonical)
                 if not canonical:
                     noncanonical.add(eid)
+            cfg_blob, cfg_raw = raw.get("config") or (None, None)
+            if cfg_blob and cfg_raw is not None:  # spares a YAML parse on a cold start
+                self._config_cache = (cfg_blob, config_mod.parse(cfg_raw), None)
             self._saved_tree = raw["tree"]
+            self._saved_config = cfg_blob
             # the cached tree must still exist (it does unless someone rewrote history and gc'd)
             self.git.read_tree(raw["tree"])
-        except (OSError, ValueError, KeyError, TypeError, GitError):
+        except (OSError, ValueError, KeyError, TypeError, GitError, errors.ProtocolError):
             return None
         return State(head=raw["head"], tree=raw["tree"], config=None, config_problem=None,
                      entries=entries, paths=paths, blobs=blobs,
@@ -402,8 +420,11 @@ class Store:
             ], None, eid not in state.noncanonical]
         for path, reason in state.corrupt.items():
             files[path] = [state.blobs.get(path, ""), None, reason, False]
+        cfg = [state.config_blob, config_mod.to_json(state.config)] \
+            if state.config is not None and state.config_blob else None
         data = json.dumps({"format": _CACHE_FORMAT, "head": state.head, "tree": state.tree,
-                           "files": files}, ensure_ascii=False, separators=(",", ":"))
+                           "config": cfg, "files": files},
+                          ensure_ascii=False, separators=(",", ":"))
         tmp = f"{self._cache_path()}.{os.getpid()}.tmp"
         try:
             with private_files(), open(tmp, "w", encoding="utf-8") as f:
@@ -411,13 +432,17 @@ class Store:
             os.replace(tmp, self._cache_path())
             self._unsaved = 0
             self._saved_tree = state.tree
+            self._saved_config = state.config_blob
+            self._saved_at = time.monotonic()
         except OSError:
             pass  # the cache is an optimisation; never fail a read or write over it
 
     def close(self) -> None:
         """Save the view cache if it is behind and release git handles."""
-        if self._state is not None and self._saved_tree != self._state.tree:
-            self._save_cache(self._state)
+        st = self._state
+        if st is not None and (self._saved_tree != st.tree
+                               or self._saved_config != st.config_blob):
+            self._save_cache(st)
         self.git.close()
 
     # ------------------------------------------------------------ the git index
@@ -497,13 +522,11 @@ class Store:
                 if not worktree.is_clean(self.root, p, state.blobs.get(p), index)]
 
     def last_seq(self, state: State) -> int:
+        """The highest audit seq so far (HEAD's last row, or the ledger's)."""
         info = self.git.commit(state.head)
-        try:
-            rows = parse_rows(info.message) or []
-        except ValueError:
-            rows = []
-        seqs = [r["seq"] for r in rows if isinstance(r.get("seq"), int)]
-        head_seq = max(seqs) if seqs else (info.time + 1) * 1000 * 1024
+        head_seq = last_trailer_seq(info.message)
+        if head_seq is None:
+            head_seq = (info.time + 1) * 1000 * 1024
         return max(head_seq, self.ledger.last_seq())
 
     def commit_rows(self, info: CommitInfo) -> list[AuditRow]:
@@ -644,7 +667,7 @@ class Transaction:
                             "failed (%s); it will be repaired on the next write", commit, exc)
         self.state = store._state = _evolve(st, commit, tree, puts, deletes, blobs)
         store._unsaved += len(changes)
-        if store._unsaved >= _SAVE_EVERY:
+        if store._unsaved >= _SAVE_EVERY and time.monotonic() - store._saved_at > _SAVE_INTERVAL:
             store._save_cache(self.state)
         store.maybe_pack()
         return commit
