@@ -52,7 +52,18 @@ def init_store(path: str | os.PathLike[str] | None = None) -> Provider:
 
 
 __all__ = [
-    "CODES", "PROTOCOL", "ApprovalRequest", "Decision", "Entry", "Gate", "Provider",
-    "ProtocolError", "Store", "StoreNotFound", "default_store_path", "init_store",
-    "open_store", "write_context",
+    "CODES",
+    "PROTOCOL",
+    "ApprovalRequest",
+    "Decision",
+    "Entry",
+    "Gate",
+    "ProtocolError",
+    "Provider",
+    "Store",
+    "StoreNotFound",
+    "default_store_path",
+    "init_store",
+    "open_store",
+    "write_context",
 ]

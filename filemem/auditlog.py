@@ -45,7 +45,9 @@ _TRAILERS: Final = (
     ("text", "Audit-Text"),
 )
 _FIELD_OF: Final = {name: key for key, name in _TRAILERS}
-_PLAIN_VALUE: Final = re.compile(r'^[^\s"\x00-\x1f\x7f\x85\u2028\u2029](?:[^\x00-\x1f\x7f\x85\u2028\u2029]*[^\s\x00-\x1f\x7f\x85\u2028\u2029])?$')
+_NOT_PLAIN: Final = "\x00-\x1f\x7f\x85\u2028\u2029"  # characters that force a JSON string
+_PLAIN_VALUE: Final = re.compile(
+    rf'^[^\s"{_NOT_PLAIN}](?:[^{_NOT_PLAIN}]*[^\s{_NOT_PLAIN}])?$')
 _TRAILER_LINE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.*)$")
 SEQ_PER_MS: Final = 1024
 LEDGER_NAME: Final = "audit.jsonl"
@@ -173,11 +175,9 @@ class Ledger:
 
     def tail(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` rows, newest first (reads backwards from the end)."""
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
+        if not os.path.exists(self.path):
             return []
-        with f:
+        with open(self.path, "rb") as f:
             f.seek(0, os.SEEK_END)
             end = f.tell()
             chunk = 64 * 1024

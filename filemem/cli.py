@@ -182,6 +182,7 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
     commit. Running it on an existing store changes nothing.
     """
     import filemem
+
     from .location import resolve_store_path
     from .store import Store
 
@@ -257,7 +258,8 @@ def _text_arg(text: tuple[str, ...]) -> str:
 @click.argument("text", nargs=-1, required=True)
 @click.option("--track", type=TRACKS, default="user", show_default=True)
 @click.option("--scope", type=SCOPES, default="workspace", show_default=True)
-@click.option("--tag", "tags", multiple=True, help="New tags (repeatable); omit to keep the old ones.")
+@click.option("--tag", "tags", multiple=True,
+              help="New tags (repeatable); omit to keep the old ones.")
 @click.option("--clear-tags", is_flag=True, help="Remove all tags.")
 @_session_options
 @_yes_option

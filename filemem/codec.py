@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from .errors import ProtocolError
 from .model import (
     SCOPES,
     TRACKS,
@@ -45,7 +46,6 @@ from .model import (
     normalize_tags,
     parse_iso_ms,
 )
-from .errors import ProtocolError
 
 FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
@@ -143,7 +143,7 @@ def encode(entry: Entry, previous: bytes | None = None) -> bytes:
             if spliced is not None:
                 return b"---\n" + spliced.encode("utf-8") + b"---\n" + entry.text.encode("utf-8")
     head = "\n".join(_field_lines(entry))
-    return f"---\n{head}\n---\n".encode("utf-8") + entry.text.encode("utf-8")
+    return f"---\n{head}\n---\n".encode() + entry.text.encode("utf-8")
 
 
 # ---------------------------------------------------------------- reading
@@ -228,7 +228,7 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     if len(lines) != len(FIELDS):
         return None
     values: dict[str, Any] = {}
-    for line, key in zip(lines, FIELDS):
+    for line, key in zip(lines, FIELDS, strict=False):
         m = _LINE_RE.match(line)
         if not m or m.group(1) != key:
             return None
@@ -389,7 +389,7 @@ def _splice(head: str, entry: Entry) -> str | None:
     Returns None when the result would not read back as intended (the caller then writes
     the canonical form, still keeping the extra keys' values via a full re-dump).
     """
-    wanted = dict(zip(FIELDS, _field_lines(entry)))
+    wanted = dict(zip(FIELDS, _field_lines(entry), strict=False))
     lines = head.split("\n")
     trailing = lines[-1] == ""
     if trailing:

@@ -24,7 +24,8 @@ DEFAULT_BUDGETS: Final = {
     ("agent", "workspace"): 4000,
 }
 _LAYER_KEYS: Final = {"user-global": "userGlobal", "workspace": "workspace"}
-_POLICY_KEY_RE: Final = re.compile(r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)$")
+_POLICY_KEY_RE: Final = re.compile(
+    r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)$")
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ class GitIndex:
         raw = self.entries.get((path.encode("utf-8", "surrogateescape"), 0))
         if raw is None:
             return False
-        c_s, c_ns, m_s, m_ns, _dev, ino, _mode, _uid, _gid, size = _STAT.unpack_from(raw)
+        _c_s, _c_ns, m_s, m_ns, _dev, ino, _mode, _uid, _gid, size = _STAT.unpack_from(raw)
         return (m_s, m_ns, size, ino) == (
             int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 1_000_000_000,
             st.st_size & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)

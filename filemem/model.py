@@ -254,7 +254,8 @@ class Entry:
             changes.setdefault("fold", ascii_lower(changes["text"]))
         return replace(self, **changes)
 
-    def to_protocol(self, recall_count: int = 0, last_recalled: int | None = None) -> dict[str, Any]:
+    def to_protocol(self, recall_count: int = 0,
+                    last_recalled: int | None = None) -> dict[str, Any]:
         """The 14-field protocol shape, in the export envelope's key order."""
         return {
             "id": self.id,
@@ -278,10 +279,8 @@ def visible(entry: Entry, workspace_key: str | None, agent_key: str | None) -> b
     """The session visibility predicate; ``None`` means that filter is not applied."""
     if agent_key is not None and entry.agent_key not in ("", agent_key):
         return False
-    if workspace_key is not None and entry.scope == "workspace" \
-            and entry.workspace_key != workspace_key:
-        return False
-    return True
+    return (workspace_key is None or entry.scope != "workspace"
+            or entry.workspace_key == workspace_key)
 
 
 def validate_protocol_entry(e: Any, *, require_session_id: bool = True) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from . import approval, budgets, envelope, errors, matching, query as query_mod, snapshot
+from . import approval, budgets, envelope, errors, matching, snapshot
+from . import query as query_mod
 from .approval import Decision, Gate
 from .auditlog import AuditRow, one_line, row
 from .config import Config
@@ -366,7 +367,7 @@ class Provider:
         budgets.check(state.usage, self.config(state), track, scope,
                       utf16_len(text) - sum(t.size for t in targets))
         self._ensure_clean(state, targets)
-        plan = "\n".join([part for m, t in zip(matches, targets)
+        plan = "\n".join([part for m, t in zip(matches, targets, strict=False)
                           for part in (f"remove: {m}", excerpt(t.text, CONSOLIDATE_EXCERPT))]
                          + [f"new text: {text}"])
         payload = {"action": "consolidate", "track": track, "scope": scope, "text": plan,
@@ -375,7 +376,7 @@ class Provider:
         def apply(txn: Transaction, decision: Decision) -> dict[str, Any]:
             st = txn.state
             current = [self._reresolve(st, track, scope, m, keys, t)
-                       for m, t in zip(matches, targets)]
+                       for m, t in zip(matches, targets, strict=False)]
             budgets.check(st.usage, self.config(st), track, scope,
                           utf16_len(text) - sum(t.size for t in current))
             entry = self._make(spec, w, now_ms())

@@ -29,7 +29,7 @@ def run(entries: Iterable[Entry], *, track: Any = None, scope: Any = None, text:
         if (track is None or e.track == track)
         and (scope is None or e.scope == scope)
         and (needle is None or needle in e.fold)
-        and (agent_key is None and workspace_key is None or visible(e, workspace_key, agent_key))
+        and ((agent_key is None and workspace_key is None) or visible(e, workspace_key, agent_key))
     ]
 
     def key(e: Entry) -> tuple[int, int, str]:

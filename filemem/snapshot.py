@@ -22,7 +22,8 @@ HEADER: Final = {
 }
 TITLES: Final = {
     "en": {
-        ("user", "user-global"): "User profile (global preferences, communication style, landmines)",
+        ("user", "user-global"):
+            "User profile (global preferences, communication style, landmines)",
         ("user", "workspace"): "User preferences for this workspace",
         ("agent", "user-global"): "Environment facts and conventions (cross-workspace)",
         ("agent", "workspace"): "Workspace facts, conventions, and lessons",

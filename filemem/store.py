@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from . import codec, config as config_mod, errors, worktree
+from . import codec, errors, worktree
+from . import config as config_mod
 from .auditlog import (
     AuditRow,
     Ledger,
@@ -149,6 +150,8 @@ class Store:
             )
         self.git = GitRepo(self.root)
         self.meta = os.path.join(self.root, META_DIR)
+        if not os.path.isdir(self.meta):
+            self._require_store()
         with private_files():
             os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
         self.ledger = Ledger(self.meta)
@@ -171,6 +174,21 @@ class Store:
         if self.journal.exists():
             with self.locked():
                 self._recover()
+
+    def _require_store(self) -> None:
+        """Refuse a git repository that is not a filemem store before writing anything in
+        it (a fresh clone of a store is one: its filemem.yaml is committed)."""
+        try:
+            head = self.git.head()
+            has_config = head is not None and \
+                CONFIG_FILE in self.git.read_tree(self.git.commit(head).tree)
+        except (GitError, KeyError, OSError):
+            has_config = False
+        if not has_config:
+            raise StoreNotFound(
+                f"{self.root} is a git repository but not a filemem store (no {CONFIG_FILE} "
+                "committed); use another folder or create a store with `filemem init`"
+            )
 
     # ------------------------------------------------------------ creation
 
@@ -670,6 +688,8 @@ class Transaction:
         if store._unsaved >= _SAVE_EVERY and time.monotonic() - store._saved_at > _SAVE_INTERVAL:
             store._save_cache(self.state)
         store.maybe_pack()
+        if store.recall.needs_compaction():
+            store.recall.compact(set(self.state.entries))
         return commit
 
 

@@ -8,6 +8,7 @@ touching a file whose content is neither the old nor the new version (a person's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -71,10 +72,8 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
 def remove(root: str, path: str) -> None:
     """Delete a file and the folders it leaves empty (git does not track folders)."""
     target = full_path(root, path)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
-    except FileNotFoundError:
-        pass
     folder = os.path.dirname(target)
     root_abs = os.path.abspath(root)
     while os.path.abspath(folder) != root_abs:
@@ -139,10 +138,8 @@ class Journal:
         return os.path.exists(self.path)
 
     def clear(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
