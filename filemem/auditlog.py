@@ -74,9 +74,10 @@ def _json_line(value: str) -> str:
 def _encode_value(key: str, value: Any) -> str:
     if isinstance(value, int):
         return str(value)
-    if key != "text" and _PLAIN_VALUE.match(value):
-        return value
-    return _json_line(value)
+    text = str(value)
+    if key != "text" and _PLAIN_VALUE.match(text):
+        return text
+    return _json_line(text)
 
 
 def one_line(text: str, limit: int = 72) -> str:

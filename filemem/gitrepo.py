@@ -16,7 +16,7 @@ import weakref
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
@@ -105,7 +105,8 @@ class GitRepo:
         from dulwich.repo import Repo
 
         repo = Repo.init(root, mkdir=False)
-        repo.refs.set_symbolic_ref(b"HEAD", f"refs/heads/{BRANCH}".encode())
+        refs: Any = repo.refs  # dulwich's NewType'd ref names are plain bytes at run time
+        refs.set_symbolic_ref(b"HEAD", f"refs/heads/{BRANCH}".encode())
         config = repo.get_config()
         config.set((b"core",), b"autocrlf", False)
         config.set((b"core",), b"looseCompression", b"1")  # big leaf trees compress 3x faster
@@ -176,7 +177,8 @@ class GitRepo:
 
         ref = self.head_ref().encode()
         try:
-            return bool(self.repo.refs.set_if_equals(
+            refs: Any = self.repo.refs
+            return bool(refs.set_if_equals(
                 ref, old.encode() if old else None, new.encode(),
                 message=message.encode("utf-8")[:200],
             ))
@@ -192,7 +194,8 @@ class GitRepo:
             with open(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]), "rb") as f:
                 data = zlib.decompress(f.read())
         except (FileNotFoundError, zlib.error):
-            type_num, raw = self.repo.object_store.get_raw(sha.encode())
+            store: Any = self.repo.object_store
+            type_num, raw = store.get_raw(sha.encode())
             return _TYPES.get(type_num, b"?"), raw
         header, _, raw = data.partition(b"\0")
         return header.split(b" ", 1)[0], raw

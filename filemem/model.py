@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from . import errors
 
@@ -326,5 +326,5 @@ def validate_protocol_entry(e: Any, *, require_session_id: bool = True) -> dict[
     }
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)

@@ -706,9 +706,9 @@ def _evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[En
         all_blobs.pop(paths.pop(e.id), None)
         noncanonical.discard(e.id)
     for e in puts:
-        old = entries.get(e.id)
-        if old is not None:
-            usage[old.layer] -= old.size
+        previous = entries.get(e.id)
+        if previous is not None:
+            usage[previous.layer] -= previous.size
         entries[e.id] = e
         usage[e.layer] += e.size
         path = entry_path(e)
