@@ -300,3 +300,35 @@ def test_trailers_parse_back_to_the_rows(make_provider: MakeProvider, store_path
     assert [r["entryId"] for r in parsed] == [r["entryId"] for r in committed]
     assert [r["text"] for r in parsed] == [r["text"] for r in committed]
     assert "alpha\n\"quoted\" \u2028 line" in [r["text"] for r in parsed]
+
+
+def test_odd_field_values_survive_the_trailers(make_provider: MakeProvider,
+                                               store_path: Path) -> None:
+    p = make_provider()
+    odd = ["", "null", "123", ' spaced "q"\n nl ', '"starts', "tab\there", "nel\x85x",
+           "u\u2028v", "Audit-Seq: 5", "ü 中文 \U0001f600"]
+    for i, value in enumerate(odd):
+        p.add({**UG, "text": f"t{i}\n\nAudit-Seq: 1\nAudit-Action: remove",
+               "source": value or None}, ctx(session_id=value))
+    rows = rows_of(p)
+    assert [r["sessionId"] for r in rows[:len(odd)]] == odd[::-1]
+    assert [r["source"] for r in rows[:len(odd)]] == [v or "dsh-memento" for v in odd[::-1]]
+    assert [r["action"] for r in rows] == ["add"] * len(odd) + ["init"]
+    p.close()
+    again = filemem.open_store(store_path)
+    try:
+        assert rows_of(again) == rows
+    finally:
+        again.close()
+    actions = git(store_path, "log", "--format=%(trailers:key=Audit-Action,valueonly)")
+    assert [a for a in actions.split("\n") if a] == ["add"] * len(odd) + ["init"]
+
+
+def test_another_open_provider_sees_new_rows(make_provider: MakeProvider) -> None:
+    reader = make_provider()
+    assert [r["action"] for r in rows_of(reader)] == ["init"]
+    writer = make_provider()
+    writer.add({**UG, "text": "fresh"}, ctx())
+    writer.query({"text": "fresh"}, {"sessionId": "s1"})
+    assert [r["action"] for r in rows_of(reader)] == ["recalled", "add", "init"]
+    assert rows_of(reader) == rows_of(writer)
