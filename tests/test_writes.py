@@ -826,3 +826,42 @@ def test_consolidate_fails_when_the_budget_filled_meanwhile(make_provider: MakeP
     assert (err.details["used"], err.details["needed"]) == (10, 12)
     assert sorted(texts(p)) == ["123456", "a1", "b2"]
     assert p.audit_list(1)[0]["action"] == "consolidate-failed"
+
+
+def test_the_same_provider_changing_the_target_inside_its_own_gate(
+        make_provider: MakeProvider) -> None:
+    p = make_provider(write_policy="ask")
+
+    def allow(req: filemem.ApprovalRequest) -> str:
+        return "allowed-once"
+
+    p.add({**UG, "text": "target"}, ctx(gate=allow))
+    gate = mutating_gate(lambda: p.replace({**UG, "match": "target", "text": "target 2"},
+                                           ctx(gate=allow)))
+    err = expect("ENTRY_NOT_FOUND", lambda: p.remove({**UG, "match": "target"},
+                                                     ctx(gate=gate)))
+    assert CHANGED in err.message
+    assert [(e["text"], e["version"]) for e in p.list_entries()] == [("target 2", 2)]
+    assert [r["action"] for r in p.audit_list(3)] == ["remove-failed", "replace", "add"]
+
+
+# ---------------------------------------------------------------- other refusals
+
+
+def test_write_denied_message_and_details(make_provider: MakeProvider) -> None:
+    p = make_provider(write_policy="off")
+    err = expect("WRITE_DENIED", lambda: p.add({**UG, "text": "x"}, ctx()))
+    assert err.message == ("memory write not approved (approval outcome: rejected); "
+                           "nothing was written")
+    assert err.details == {"outcome": "rejected"}
+    assert p.list_entries() == []
+
+
+@pytest.mark.parametrize("inp", [
+    {**UG, "text": "lone \ud800 surrogate"},
+    {**UG, "text": "ok", "tags": ["bad \udfff"]},
+])
+def test_text_that_cannot_be_stored_is_invalid_input(provider: filemem.Provider,
+                                                     inp: dict[str, Any]) -> None:
+    expect("INVALID_INPUT", lambda: provider.add(inp, ctx()))
+    assert provider.list_entries() == []
