@@ -1,0 +1,387 @@
+"""The real `filemem` command, run in subprocesses (and at a real pseudo-terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_clean_repo, git, run_cli
+
+ENTRY_FIELDS = {"id", "track", "scope", "workspaceKey", "agentKey", "text", "source", "tags",
+                "version", "createdAt", "updatedAt", "lastRecalled", "recallCount",
+                "sessionId"}
+ROW_FIELDS = {"seq", "ts", "action", "track", "scope", "entryId", "text", "outcome", "source",
+              "sessionId"}
+COMMANDS = ["init", "path", "add", "replace", "remove", "consolidate", "query", "list",
+            "budgets", "audit", "export", "import", "snapshot"]
+
+
+def ok(*args: str, store: Path | None = None, input: str | None = None,
+       env: dict[str, str] | None = None) -> str:
+    out = run_cli(*args, store=store, input=input, env=env)
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
+    return out.stdout
+
+
+def as_json(*args: str, store: Path | None = None) -> Any:
+    return json.loads(ok(*args, "--json", store=store))
+
+
+def commits(path: Path) -> int:
+    return int(git(path, "rev-list", "--count", "HEAD"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    assert "Created a filemem store at" in ok("init", str(path))
+    return path
+
+
+# ---------------------------------------------------------------- init, path, help
+
+
+def test_init_twice_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "mem"
+    assert ok("init", str(path)).strip() == f"Created a filemem store at {path}"
+    head = git(path, "rev-parse", "HEAD")
+    assert_clean_repo(path)
+    assert "nothing changed" in ok("init", str(path))
+    assert json.loads(ok("init", str(path), "--json")) == {"path": str(path), "created": False}
+    assert git(path, "rev-parse", "HEAD") == head
+    assert commits(path) == 1
+    assert_clean_repo(path)
+    # a folder with other things in it is not turned into a store
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine", encoding="utf-8")
+    out = run_cli("init", str(tmp_path / "busy"))
+    assert out.returncode == 4 and "not empty" in out.stderr
+    assert not (tmp_path / "busy" / ".git").exists()
+
+
+def test_path_and_store_selection(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for p in (a, b, c):
+        ok("init", str(p))
+    clear = {"FILEMEM_STORE": "", "FILEMEM_HOME": ""}
+    assert ok("path", store=a).strip() == str(a)
+    assert ok("path", env={**clear, "FILEMEM_STORE": str(b)}).strip() == str(b)
+    assert ok("path", env={**clear, "FILEMEM_HOME": str(c)}).strip() == str(c)
+    # FILEMEM_STORE wins over FILEMEM_HOME, --store over both
+    both = {"FILEMEM_STORE": str(b), "FILEMEM_HOME": str(c)}
+    assert ok("path", env=both).strip() == str(b)
+    assert ok("path", store=a, env=both).strip() == str(a)
+    ok("add", "--yes", "in a", store=a, env=both)
+    ok("add", "--yes", "in b", env={**clear, "FILEMEM_STORE": str(b)})
+    ok("add", "--yes", "in c", env={**clear, "FILEMEM_HOME": str(c)})
+    for p, text in ((a, "in a"), (b, "in b"), (c, "in c")):
+        assert [e["text"] for e in as_json("list", store=p)] == [text]
+    # no store where the variables point: exit 4, with a hint
+    out = run_cli("list", env={**clear, "FILEMEM_STORE": str(tmp_path / "none")})
+    assert out.returncode == 4 and "filemem init" in out.stderr
+
+
+def test_help_of_every_command() -> None:
+    top = run_cli("--help")
+    assert top.returncode == 0
+    for name in COMMANDS:
+        assert name in top.stdout
+        out = run_cli(name, "--help")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("Usage:") and name in out.stdout.splitlines()[0]
+    assert "--yes" in run_cli("add", "--help").stdout
+    assert "--json" in run_cli("query", "--help").stdout
+
+
+# ---------------------------------------------------------------- writes with --yes
+
+
+def test_write_commands_with_yes(store: Path) -> None:
+    n = commits(store)
+    out = ok("add", "--yes", "--track", "user", "--scope", "user-global", "--tag", "pref",
+             "--session", "cli-1", "Prefers", "short", "answers", store=store)
+    assert out.startswith("Added ") and "user/user-global: 21/2000 chars used" in out
+    added = json.loads(ok("add", "--yes", "--json", "--workspace", "/work/api", "--agent",
+                          "coder", "Uses pytest", store=store))
+    entry = added["entry"]
+    assert set(entry) == ENTRY_FIELDS
+    assert (entry["workspaceKey"], entry["agentKey"], entry["scope"]) == \
+        ("/work/api", "coder", "workspace")
+    assert added["usage"] == {"track": "user", "scope": "workspace", "used": 11, "limit": 2000}
+    ok("add", "--yes", "--workspace", "/work/api", "--agent", "coder", "Uses ruff", store=store)
+    assert commits(store) == n + 3
+    assert_clean_repo(store)
+
+    out = ok("replace", "--yes", "--track", "user", "--scope", "user-global", "short",
+             "Prefers", "very", "short", "answers", store=store)
+    assert "now version 2" in out
+    out = ok("consolidate", "--yes", "--workspace", "/work/api", "--agent", "coder",
+             "pytest", "ruff", "--into", "Uses pytest and ruff", store=store)
+    assert out.startswith("Consolidated 2 entries into ")
+    removed = json.loads(ok("remove", "--yes", "--json", "--track", "user", "--scope",
+                            "user-global", "very short", store=store))
+    assert removed["entry"]["text"] == "Prefers very short answers"
+    assert commits(store) == n + 6
+    assert_clean_repo(store)
+    listed = as_json("list", store=store)
+    assert [e["text"] for e in listed] == ["Uses pytest and ruff"]
+    actions = git(store, "log", "--format=%(trailers:key=Audit-Action,valueonly)").split()
+    assert actions[:7] == ["remove", "consolidate-remove", "consolidate-remove",
+                           "consolidate-add", "replace", "add", "add"]
+    outcome = as_json("audit", "--limit", "1", store=store)[0]["outcome"]
+    assert "--yes on the command line" in outcome
+
+
+def test_text_from_stdin_is_kept_byte_for_byte(store: Path) -> None:
+    text = "  first line\r\n---\nkey: value\n\u4e2d\u6587 \U0001f600 trailing  \n\n"
+    ok("add", "--yes", "-", store=store, input=text)
+    assert [e["text"] for e in as_json("list", store=store)] == [text]
+    ok("replace", "--yes", "first line", "-", store=store, input="second\r\n")
+    assert [e["text"] for e in as_json("list", store=store)] == ["second\r\n"]
+
+
+# ---------------------------------------------------------------- reads, with and without --json
+
+
+def test_reads_in_text_and_json(store: Path) -> None:
+    ok("add", "--yes", "--track", "user", "--scope", "user-global", "Prefers tea", store=store)
+    ok("add", "--yes", "--track", "agent", "--scope", "workspace", "--workspace", "/w/p",
+       "Runs make test", store=store)
+    head = git(store, "rev-parse", "HEAD")
+
+    result = as_json("query", "tea", store=store)
+    assert set(result) == {"entries", "total", "truncated"}
+    assert result["total"] == 1 and not result["truncated"]
+    assert set(result["entries"][0]) == ENTRY_FIELDS
+    text = ok("query", "TEA", store=store)  # ASCII letters match without case
+    assert "Prefers tea" in text and result["entries"][0]["id"][:8] in text
+    assert ok("query", "nothing-like-this", store=store).strip() == "No entry matched."
+    limited = as_json("query", "--limit", "1", store=store)
+    assert len(limited["entries"]) == 1 and limited["truncated"] and limited["total"] == 2
+    # --workspace narrows to what that session sees
+    seen = as_json("query", "--workspace", "/elsewhere", store=store)
+    assert [e["text"] for e in seen["entries"]] == ["Prefers tea"]
+
+    listed = as_json("list", store=store)
+    assert [e["text"] for e in listed] == ["Prefers tea", "Runs make test"]
+    assert all(set(e) == ENTRY_FIELDS for e in listed)
+    assert [e["text"] for e in as_json("list", "--track", "agent", store=store)] == \
+        ["Runs make test"]
+    text = ok("list", store=store)
+    assert "user/user-global" in text and "Runs make test" in text
+
+    rows = as_json("budgets", store=store)
+    assert [(r["track"], r["scope"]) for r in rows] == [
+        ("user", "user-global"), ("user", "workspace"), ("agent", "user-global"),
+        ("agent", "workspace")]
+    assert rows[0]["used"] == 11 and rows[3]["used"] == 14
+    assert "user/user-global: 11/2000 chars used" in ok("budgets", store=store)
+
+    audit = as_json("audit", "--limit", "3", store=store)
+    assert len(audit) == 3 and all(set(r) == ROW_FIELDS for r in audit)
+    assert [r["action"] for r in audit] == ["add", "add", "init"]  # sessionless reads: no row
+    ok("query", "tea", "--session", "Q1", store=store)
+    recalled = as_json("audit", "--limit", "1", store=store)[0]
+    assert (recalled["action"], recalled["sessionId"], recalled["text"]) == \
+        ("recalled", "Q1", "tea")
+    text = ok("audit", store=store)
+    assert " add user/user-global " in text and "Prefers tea" in text
+    assert git(store, "rev-parse", "HEAD") == head  # reads made no commit
+    assert_clean_repo(store)
+
+
+def test_export_and_import(store: Path, tmp_path: Path) -> None:
+    ok("add", "--yes", "--track", "user", "--scope", "user-global", "--tag", "a", "one",
+       store=store)
+    ok("add", "--yes", "--agent", "coder", "two", store=store)
+    doc = json.loads(ok("export", store=store))
+    assert doc["schema"] == "memory-export-v1" and doc["plugin"] == "dsh-memento"
+    assert [e["text"] for e in doc["entries"]] == ["one", "two"]
+    out_file = tmp_path / "backup.json"
+    out = run_cli("export", "--out", str(out_file), store=store)
+    assert out.returncode == 0 and out.stdout == ""
+    assert "Wrote 2 entries" in out.stderr
+    assert json.loads(out_file.read_text(encoding="utf-8"))["entries"] == doc["entries"]
+
+    other = tmp_path / "other"
+    ok("init", str(other))
+    assert ok("import", "--yes", str(out_file), store=other).strip() == \
+        "Imported 2 entries in one commit."
+    assert commits(other) == 2
+    imported = as_json("list", store=other)
+    assert [(e["text"], e["tags"], e["agentKey"]) for e in imported] == \
+        [("one", ["a"], ""), ("two", [], "coder")]
+    assert {e["id"] for e in imported}.isdisjoint({e["id"] for e in doc["entries"]})
+    assert all(e["version"] == 1 for e in imported)
+    # from stdin too, and a broken file is INVALID_INPUT with nothing imported
+    ok("import", "--yes", "-", store=other, input=out_file.read_text(encoding="utf-8"))
+    assert len(as_json("list", store=other)) == 4
+    bad = run_cli("import", "--yes", "-", store=other, input="{not json")
+    assert bad.returncode == 1 and "INVALID_INPUT" in bad.stderr
+    assert commits(other) == 3
+    assert_clean_repo(other)
+
+
+def test_snapshot_text_is_the_audited_text(store: Path) -> None:
+    ok("add", "--yes", "--track", "user", "--scope", "user-global", "Prefers tea", store=store)
+    ok("add", "--yes", "--workspace", "/w/p", "--agent", "coder", "Coder note", store=store)
+    ok("add", "--yes", "--workspace", "/w/p", "--agent", "other", "Other note", store=store)
+    out = ok("snapshot", "--workspace", "/w/p", "--agent", "coder", "--session", "S1",
+             store=store)
+    assert "Prefers tea" in out and "Coder note" in out and "Other note" not in out
+    row = as_json("audit", "--limit", "1", store=store)[0]
+    assert row["action"] == "snapshot" and row["sessionId"] == "S1"
+    assert out == row["text"] + ("" if row["text"].endswith("\n") else "\n")
+
+    shown = as_json("snapshot", "--workspace", "/w/p", "--session", "S2", store=store)
+    assert shown["sessionId"] == "S2"
+    row = as_json("audit", "--limit", "1", store=store)[0]
+    assert row["action"] == "snapshot" and row["sessionId"] == "S2"
+    assert shown["text"] == row["text"]
+    # without --agent the session sees the shared layer only
+    assert "Prefers tea" in shown["text"] and "note" not in shown["text"]
+    # an empty snapshot says so on stderr and prints nothing
+    empty = store.parent / "empty"
+    ok("init", str(empty))
+    out = run_cli("snapshot", store=empty)
+    assert out.returncode == 0 and out.stdout == "" and "empty" in out.stderr
+
+
+# ---------------------------------------------------------------- exit codes and errors
+
+
+def test_exit_codes(store: Path) -> None:
+    ok("add", "--yes", "--track", "user", "--scope", "user-global", "Prefers tea", store=store)
+    n = commits(store)
+    usage = run_cli("add", "--yes", "--no-such-option", "x", store=store)
+    assert usage.returncode == 2 and "No such option" in usage.stderr
+    assert run_cli("query", "--limit", "many", store=store).returncode == 2
+    assert run_cli("add", "--yes", "--track", "robot", "x", store=store).returncode == 2
+
+    cases = [
+        (("add", "--yes", "--tag", " ", "text"), "INVALID_INPUT"),
+        (("remove", "--yes", "--track", "user", "--scope", "user-global", "coffee"),
+         "ENTRY_NOT_FOUND"),
+        (("add", "--yes", "--track", "user", "--scope", "user-global", "x" * 2001),
+         "BUDGET_EXCEEDED"),
+    ]
+    for args, code in cases:
+        out = run_cli(*args, store=store)
+        assert out.returncode == 1, (args, out.stderr)
+        assert out.stderr.startswith(f"filemem: {code}: ")
+        err = json.loads(run_cli(*args, "--json", store=store).stdout)["error"]
+        assert err["code"] == code and err["message"]
+    budget = json.loads(run_cli(*cases[2][0], "--json", store=store).stdout)["error"]
+    assert budget["details"] == {"track": "user", "scope": "user-global", "used": 11,
+                                 "limit": 2000, "needed": 11 + 2001}
+    assert commits(store) == n  # refused before approval: no commit, no row
+    assert_clean_repo(store)
+
+
+def test_write_without_yes_and_no_terminal_is_denied(store: Path) -> None:
+    ok("add", "--yes", "--track", "user", "--scope", "user-global", "Prefers tea", store=store)
+    n = commits(store)
+    for args in (("add", "Prefers coffee"),
+                 ("replace", "--track", "user", "--scope", "user-global", "tea", "green tea"),
+                 ("remove", "--track", "user", "--scope", "user-global", "tea")):
+        out = run_cli(*args, store=store)  # stdin is /dev/null: nobody to ask
+        assert out.returncode == 3, out.stderr
+        assert "WRITE_DENIED" in out.stderr and "unavailable" in out.stderr
+        assert "--yes" in out.stderr
+        row = as_json("audit", "--limit", "1", store=store)[0]
+        assert row["action"] == f"{args[0]}-denied"
+        assert row["outcome"].startswith("unavailable")
+    assert [e["text"] for e in as_json("list", store=store)] == ["Prefers tea"]
+    assert commits(store) == n + 3  # three audit-only commits
+    assert git(store, "diff", "--stat", "HEAD~3", "HEAD") == ""
+    assert_clean_repo(store)
+
+
+# ---------------------------------------------------------------- the prompt at a real terminal
+
+
+def run_at_terminal(args: list[str], answer: bytes, prompt: bytes = b"Approve this write?",
+                    timeout: float = 30) -> tuple[int, str]:
+    """Run the command with a pseudo-terminal as stdin/stdout/stderr; answer the prompt."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb"}
+    proc = subprocess.Popen([sys.executable, "-m", "filemem", *args], stdin=slave,
+                            stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and prompt in seen:
+                os.write(master, answer)
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        else:
+            proc.kill()
+            raise AssertionError(f"timed out; output so far: {seen!r}")
+        code = proc.wait(timeout=10)
+    finally:
+        os.close(master)
+    assert answered, seen
+    return code, seen.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_prompt_yes_writes(store: Path) -> None:
+    n = commits(store)
+    code, screen = run_at_terminal(["add", "--track", "user", "--scope", "user-global",
+                                    "--session", "tty-1", "--store", str(store),
+                                    "Prefers replies in Chinese"], b"y\n")
+    assert code == 0, screen
+    assert "Add a memory entry to user/user-global:" in screen
+    assert "Prefers replies in Chinese" in screen.split("Approve this write?")[0]
+    assert "session tty-1" in screen and "[y/N]" in screen
+    assert "Added " in screen
+    assert [e["text"] for e in as_json("list", store=store)] == ["Prefers replies in Chinese"]
+    assert commits(store) == n + 1
+    outcome = as_json("audit", "--limit", "1", store=store)[0]["outcome"]
+    assert outcome.startswith("allowed-once") and "terminal prompt" in outcome
+    assert_clean_repo(store)
+
+    # a replace shows the old and the new text in full before asking
+    code, screen = run_at_terminal(["replace", "--track", "user", "--scope", "user-global",
+                                    "--store", str(store), "Chinese", "Prefers", "English"],
+                                   b"y\n")
+    assert code == 0, screen
+    asked = screen.split("Approve this write?")[0]
+    assert "from:\nPrefers replies in Chinese\n\nto:\nPrefers English" in asked
+    assert [e["text"] for e in as_json("list", store=store)] == ["Prefers English"]
+
+
+@pytest.mark.parametrize("answer", [b"\n", b"n\n"], ids=["enter", "n"])
+def test_prompt_default_is_no(answer: bytes, store: Path) -> None:
+    n = commits(store)
+    code, screen = run_at_terminal(["add", "--store", str(store), "Never", "stored"], answer)
+    assert code == 3, screen
+    assert "Never stored" in screen.split("Approve this write?")[0]
+    assert "WRITE_DENIED" in screen and "rejected" in screen
+    assert as_json("list", store=store) == []
+    assert commits(store) == n + 1  # only the denied row
+    row = as_json("audit", "--limit", "1", store=store)[0]
+    assert row["action"] == "add-denied" and row["outcome"].startswith("rejected")
+    assert row["text"] == "Never stored"
+    assert_clean_repo(store)
