@@ -218,7 +218,7 @@ def test_export_and_import(store: Path, tmp_path: Path) -> None:
         "Imported 2 entries in one commit."
     assert commits(other) == 2
     imported = as_json("list", store=other)
-    assert [(e["text"], e["tags"], e["agentKey"]) for e in imported] == \
+    assert sorted((e["text"], e["tags"], e["agentKey"]) for e in imported) == \
         [("one", ["a"], ""), ("two", [], "coder")]
     assert {e["id"] for e in imported}.isdisjoint({e["id"] for e in doc["entries"]})
     assert all(e["version"] == 1 for e in imported)
@@ -252,8 +252,8 @@ def test_snapshot_text_is_the_audited_text(store: Path) -> None:
     # an empty snapshot says so on stderr and prints nothing
     empty = store.parent / "empty"
     ok("init", str(empty))
-    out = run_cli("snapshot", store=empty)
-    assert out.returncode == 0 and out.stdout == "" and "empty" in out.stderr
+    nothing = run_cli("snapshot", store=empty)
+    assert nothing.returncode == 0 and nothing.stdout == "" and "empty" in nothing.stderr
 
 
 # ---------------------------------------------------------------- exit codes and errors

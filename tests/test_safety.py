@@ -117,7 +117,10 @@ def test_hand_edit_made_while_approval_is_pending_survives(make_provider: MakePr
     alpha = auto.add({**UG, "text": "alpha original"}, ctx())["entry"]
     f = entry_file(store_path, alpha)
     edited = f.read_bytes() + b"\nwritten while the prompt was open\n"
-    gate = CountingGate(action=lambda: f.write_bytes(edited))
+    def edit() -> None:
+        f.write_bytes(edited)
+
+    gate = CountingGate(action=edit)
     asking = make_provider(write_policy="ask", gate=gate)
     with pytest.raises(filemem.ProtocolError) as info:
         asking.replace({**UG, "match": "alpha", "text": "alpha v2"}, ctx())
@@ -354,8 +357,10 @@ def test_symlink_to_other_content_is_a_hand_edit(provider: filemem.Provider, sto
     target.write_bytes(b"somebody else's file\n")
     f.unlink()
     f.symlink_to(target)
-    for call in (lambda: provider.replace({**UG, "match": "alpha", "text": "x"}, ctx()),
-                 lambda: provider.remove({**UG, "match": "alpha"}, ctx())):
+    calls: list[Callable[[], Any]] = [
+        lambda: provider.replace({**UG, "match": "alpha", "text": "x"}, ctx()),
+        lambda: provider.remove({**UG, "match": "alpha"}, ctx())]
+    for call in calls:
         with pytest.raises(filemem.ProtocolError) as info:
             call()
         assert info.value.details["outcome"] == "hand-edit-pending"
