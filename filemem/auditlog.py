@@ -147,10 +147,14 @@ def last_trailer_seq(message: str) -> int | None:
         return None
 
 
-def external_row(sha: str, time_s: int, message: str) -> AuditRow:
-    """The row shown for a commit made outside filemem (a person's ``git commit``, a merge)."""
+def external_row(sha: str, time_s: int, message: str, after_seq: int = 0) -> AuditRow:
+    """The row shown for a commit made outside filemem (a person's ``git commit``, a merge).
+
+    git keeps whole seconds only, so its seq also comes after its parent's last row
+    (``after_seq``): it sorts after what it was committed on top of."""
     subject = message.split("\n", 1)[0]
-    return {"seq": time_s * 1000 * SEQ_PER_MS, "ts": time_s * 1000, "action": "external-commit",
+    return {"seq": next_seq(time_s * 1000, after_seq), "ts": time_s * 1000,
+            "action": "external-commit",
             "track": None, "scope": None, "entryId": None, "text": subject,
             "outcome": f"committed outside filemem ({sha[:12]})", "source": "git",
             "sessionId": None}

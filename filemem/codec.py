@@ -52,6 +52,7 @@ FIELDS: Final = (
     "createdAt", "updatedAt", "sessionId",
 )
 FRONT_MATTER_MAX: Final = 64 * 1024
+MAX_NESTING: Final = 32
 _DELIM: Final = b"---"
 _PLAIN_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.@+/-]*\Z")
 _PLAIN_SPECIAL: Final = frozenset(
@@ -239,12 +240,35 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     return values
 
 
+def _check_nesting(head: str) -> None:
+    """Refuse deep nesting before parsing: ruamel needs seconds for a few KB of ``[[[[``."""
+    depth = deepest = 0
+    quote_char = ""
+    for ch in head:
+        if quote_char:
+            if ch == quote_char:
+                quote_char = ""
+        elif ch in "\"'":
+            quote_char = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            quote_char = ""
+    indent = max((len(line) - len(line.lstrip(" ")) for line in head.split("\n")), default=0)
+    if deepest > MAX_NESTING or indent > 4 * MAX_NESTING:
+        raise CodecError("front-matter is nested too deeply")
+
+
 def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Parse any front-matter with ruamel.yaml behind guards: (protocol fields, extra keys)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
-    from ruamel.yaml.events import AliasEvent, NodeEvent
+    from ruamel.yaml.events import AliasEvent, NodeEvent, ScalarEvent
 
+    _check_nesting(head)
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -254,8 +278,13 @@ def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
             if isinstance(event, NodeEvent) and getattr(event, "anchor", None):
                 raise CodecError("front-matter uses YAML anchors, which entry files may not")
             tag = getattr(event, "tag", None)
-            if tag and getattr(event, "implicit", (True,))[0] is not True:
+            implicit = getattr(event, "implicit", True)
+            explicit = not (implicit[0] if isinstance(implicit, tuple) else implicit)
+            if tag and explicit:
                 raise CodecError(f"front-matter uses the YAML tag {tag}, which entry files may not")
+            if isinstance(event, ScalarEvent) and event.value == "<<" and not event.style:
+                raise CodecError("front-matter uses a YAML merge key (<<), which entry files "
+                                 "may not")
         data = yaml.load(head)
     except CodecError:
         raise
@@ -389,7 +418,15 @@ def _splice(head: str, entry: Entry) -> str | None:
     Returns None when the result would not read back as intended (the caller then writes
     the canonical form, still keeping the extra keys' values via a full re-dump).
     """
-    wanted = dict(zip(FIELDS, _field_lines(entry), strict=False))
+    wanted = dict(zip(FIELDS, _field_lines(entry), strict=True))
+    try:
+        old_values, _ = _yaml_fields(head)
+    except CodecError:
+        old_values = {}
+    new_values = field_values(entry)
+    for key in FIELDS:  # a key whose value is unchanged keeps its line(s) as written
+        if key in old_values and _same(key, old_values[key], new_values[key]):
+            del wanted[key]
     lines = head.split("\n")
     trailing = lines[-1] == ""
     if trailing:
@@ -399,20 +436,20 @@ def _splice(head: str, entry: Entry) -> str | None:
     seen: set[str] = set()
     while i < len(lines):
         line = lines[i]
-        key = line.split(":", 1)[0] if ":" in line and not line[:1].isspace() else None
-        if key in wanted:
+        line_key = line.split(":", 1)[0] if ":" in line and not line[:1].isspace() else None
+        if line_key is not None and line_key in wanted:
             # drop the key's continuation lines (indented lines or a column-0 block list)
             j = i + 1
             while j < len(lines) and lines[j] and (lines[j][0].isspace() or
                                                     lines[j].startswith("- ") or lines[j] == "-"):
                 j += 1
-            out.append(wanted[key])
-            seen.add(key)
+            out.append(wanted[line_key])
+            seen.add(line_key)
             i = j
             continue
         out.append(line)
         i += 1
-    out.extend(wanted[k] for k in FIELDS if k not in seen)
+    out.extend(wanted[k] for k in FIELDS if k in wanted and k not in seen)
     result = "\n".join(out) + "\n"
     try:
         values, _ = _yaml_fields(result)
@@ -421,6 +458,17 @@ def _splice(head: str, entry: Entry) -> str | None:
     except CodecError:
         return _redump(head, entry)
     return result
+
+
+def _same(key: str, old: Any, new: Any) -> bool:
+    if key in ("createdAt", "updatedAt"):
+        try:
+            return _timestamp(key, old) == parse_iso_ms(new)
+        except CodecError:
+            return False
+    if key == "tags":
+        return isinstance(old, list) and list(old) == list(new)
+    return type(old) is type(new) and old == new
 
 
 def _redump(head: str, entry: Entry) -> str | None:

@@ -25,7 +25,7 @@ DEFAULT_BUDGETS: Final = {
 }
 _LAYER_KEYS: Final = {"user-global": "userGlobal", "workspace": "workspace"}
 _POLICY_KEY_RE: Final = re.compile(
-    r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)$")
+    r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)\Z")
 
 
 @dataclass(frozen=True)

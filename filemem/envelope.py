@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from . import errors
-from .model import LAYERS, MAX_IMPORT, iso_ms, now_ms, parse_iso_ms, validate_protocol_entry
+from .model import (
+    DEFAULT_SOURCE,
+    LAYERS,
+    MAX_IMPORT,
+    iso_ms,
+    now_ms,
+    parse_iso_ms,
+    validate_protocol_entry,
+)
 
 PLUGIN: Final = "dsh-memento"
 SCHEMA: Final = "memory-export-v1"
@@ -63,6 +71,8 @@ def validate(doc: Any) -> list[dict[str, Any]]:
                    "split it and import in batches")
     out = []
     for i, e in enumerate(entries):
+        if isinstance(e, dict) and e.get("source") == "":
+            e = {**e, "source": DEFAULT_SOURCE}  # '' is "no source" (the reference can store it)
         try:
             out.append(validate_protocol_entry(e, require_session_id=False))
         except errors.ProtocolError as exc:

@@ -264,7 +264,7 @@ class GitRepo:
             return
         a = self.read_tree(old) if old else {}
         b = self.read_tree(new) if new else {}
-        for name in a.keys() | b.keys():
+        for name in sorted(a.keys() | b.keys()):
             ia, ib = a.get(name), b.get(name)
             if ia == ib:
                 continue

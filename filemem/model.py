@@ -34,7 +34,7 @@ MAX_CONSOLIDATE: Final = 20
 ON_WINDOWS: Final = os.name == "nt"
 
 UUID_RE: Final = re.compile(
-    r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE
+    r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z", re.IGNORECASE
 )
 
 # ECMAScript WhiteSpace + LineTerminator: what String.prototype.trim() removes.
@@ -106,7 +106,7 @@ def iso_ms(ms: int) -> str:
 
 _ISO_RE: Final = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):?(\d{2}))$"
+    r"(?:([Zz])|([+-])(\d{2}):?(\d{2}))\Z"
 )
 
 

@@ -27,6 +27,7 @@ from .model import (
     MAX_CONSOLIDATE,
     Entry,
     agent_key_of,
+    check_unicode,
     excerpt,
     new_id,
     normalize_tags,
@@ -79,8 +80,11 @@ def session_keys(session: Any) -> tuple[str | None, str, str]:
     sid = session.get("id")
     header = session.get("header")
     header = header if isinstance(header, dict) else {}
-    return (sid if isinstance(sid, str) else None, workspace_key_of(header.get("cwd")),
-            agent_key_of(header.get("agentPreset")))
+    cwd, preset = header.get("cwd"), header.get("agentPreset")
+    for value, what in ((sid, "session id"), (cwd, "session cwd"), (preset, "agentPreset")):
+        if isinstance(value, str):
+            check_unicode(value, what)
+    return (sid if isinstance(sid, str) else None, workspace_key_of(cwd), agent_key_of(preset))
 
 
 def writer_of(write: Any) -> Writer:
@@ -193,14 +197,12 @@ class Provider:
     def _usage(self, state: State, track: str, scope: str) -> dict[str, Any]:
         return budgets.row(state.usage, self.config(state), track, scope)
 
-    def _ensure_clean(self, state: State, targets: list[Entry]) -> None:
-        """A write never overwrites a person's uncommitted edit: refuse before asking."""
-        from .store import hand_edited
-        from .worktree import full_path
-
-        dirty = self.store.dirty_paths(state, [state.paths[t.id] for t in targets])
-        if dirty:
-            raise hand_edited(full_path(self.store.root, dirty[0]))
+    def _ensure_writable(self, state: State, targets: list[Entry],
+                         new: list[NewEntry] = ()) -> None:  # type: ignore[assignment]
+        """Refuse before asking what the commit would refuse after: a target with a
+        person's uncommitted edit, a symlinked folder, git's index locked."""
+        self.store.precheck(state, targets, [(s.track, s.scope, s.workspace_key, s.agent_key)
+                                             for s in new])
 
     def _reresolve(self, state: State, track: str, scope: str, match: str,
                    keys: tuple[str | None, str], approved: Entry) -> Entry:
@@ -264,6 +266,7 @@ class Provider:
         spec = self._new_entry(input, w)
         state = self.store.checked()
         budgets.check(state.usage, self.config(state), spec.track, spec.scope, spec.size)
+        self._ensure_writable(state, [], [spec])
         payload = {"action": "add", "track": spec.track, "scope": spec.scope,
                    "text": spec.text, "source": spec.source}
 
@@ -294,7 +297,7 @@ class Provider:
         target = matching.resolve(state.layer(track, scope), track, scope, match, *keys)
         budgets.check(state.usage, self.config(state), track, scope,
                       utf16_len(text) - target.size)
-        self._ensure_clean(state, [target])
+        self._ensure_writable(state, [target])
         payload = {"action": "replace", "track": track, "scope": scope,
                    "text": f"from:\n{target.text}\n\nto:\n{text}", "source": source}
 
@@ -326,7 +329,7 @@ class Provider:
         keys = _target_keys(inp, w, scope)
         state = self.store.checked()
         target = matching.resolve(state.layer(track, scope), track, scope, match, *keys)
-        self._ensure_clean(state, [target])
+        self._ensure_writable(state, [target])
         payload = {"action": "remove", "track": track, "scope": scope, "text": target.text,
                    "source": target.source}
 
@@ -366,7 +369,7 @@ class Provider:
             seen[t.id] = i
         budgets.check(state.usage, self.config(state), track, scope,
                       utf16_len(text) - sum(t.size for t in targets))
-        self._ensure_clean(state, targets)
+        self._ensure_writable(state, targets, [spec])
         plan = "\n".join([part for m, t in zip(matches, targets, strict=False)
                           for part in (f"remove: {m}", excerpt(t.text, CONSOLIDATE_EXCERPT))]
                          + [f"new text: {text}"])
@@ -415,6 +418,7 @@ class Provider:
             additions[(s.track, s.scope)] = additions.get((s.track, s.scope), 0) + s.size
         state = self.store.checked()
         budgets.check_groups(state.usage, self.config(state), additions)
+        self._ensure_writable(state, [], specs)
         summary = "\n".join(f"{s.track}/{s.scope}: {s.text}" for s in specs)
         payload = {"action": "seed", "track": "batch", "scope": "batch", "text": summary,
                    "count": len(specs)}
@@ -488,8 +492,7 @@ class Provider:
 
     def audit_list(self, limit: Any = AUDIT_LIMIT_DEFAULT) -> list[AuditRow]:
         """The newest audit rows first: commits (writes, denials) and the read-side ledger."""
-        n = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
-            else AUDIT_LIMIT_DEFAULT
+        n = query_mod.positive_int(limit) or AUDIT_LIMIT_DEFAULT
         return self.store.audit(min(n, AUDIT_LIMIT_MAX))
 
     auditList = audit_list

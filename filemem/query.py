@@ -14,9 +14,16 @@ from typing import Any
 from .model import MAX_QUERY_LIMIT, Entry, ascii_lower, visible
 
 
+def positive_int(raw: Any) -> int | None:
+    """``raw`` if it is a positive integer (``3.0`` counts: JSON has one number type)."""
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
+
+
 def page_limit(raw: Any, default: int) -> int:
-    limit = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else default
-    return min(limit, MAX_QUERY_LIMIT)
+    """A positive integer limit capped at 1000; anything else gives the default."""
+    return min(positive_int(raw) or default, MAX_QUERY_LIMIT)
 
 
 def run(entries: Iterable[Entry], *, track: Any = None, scope: Any = None, text: Any = None,

@@ -42,7 +42,7 @@ from .codec import CodecError
 from .config import STORE_SCHEMA, Config
 from .gitindex import GitIndex, IndexUnsupported, rebuild
 from .gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
-from .layout import entry_path, is_entry_path, path_problem
+from .layout import entry_path, is_entry_path, layer_dir, path_problem
 from .model import LAYERS, Entry, now_ms
 from .recall import RecallCounters
 
@@ -55,6 +55,7 @@ _SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a min
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
 _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
+_DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
 
 
@@ -239,7 +240,8 @@ class Store:
                     flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
                 )
                 try:
-                    lock.acquire()
+                    with private_files():  # the lock file too is the owner's only
+                        lock.acquire()
                 except portalocker.LockException:
                     raise TimeoutError(
                         f"the store lock {self.meta}/lock is held by another process for more "
@@ -292,22 +294,27 @@ class Store:
         return st.config
 
     def _parse(self, path: str, blob: str) -> tuple[Entry | None, str | None, bool]:
-        hit = self._parsed.get(blob)
-        if hit is not None and (hit[0] is None or path_problem(path, hit[0]) is None):
-            return hit
-        try:
-            decoded = codec.decode(self.git.read_blob(blob))
-            problem = path_problem(path, decoded.entry)
-            result = (decoded.entry, None, decoded.canonical) if problem is None \
-                else (None, problem, False)
-        except CodecError as exc:
-            result = (None, str(exc), False)
-        except (GitError, KeyError) as exc:
-            result = (None, f"cannot read the file from git: {exc}", False)
-        if len(self._parsed) > 100_000:
-            self._parsed.clear()
-        self._parsed[blob] = result
-        return result
+        """(entry, None, canonical) for a valid entry file at ``path``, else (None, why, _).
+
+        Decoding is cached by blob (content); whether the path fits is checked each time,
+        since the same content can move (``git mv``, a revert)."""
+        decoded = self._parsed.get(blob)
+        if decoded is None:
+            try:
+                got = codec.decode(self.git.read_blob(blob))
+                decoded = (got.entry, None, got.canonical)
+            except CodecError as exc:
+                decoded = (None, str(exc), False)
+            except (GitError, KeyError) as exc:
+                decoded = (None, f"cannot read the file from git: {exc}", False)
+            if len(self._parsed) > 100_000:
+                self._parsed.clear()
+            self._parsed[blob] = decoded
+        entry = decoded[0]
+        if entry is None:
+            return decoded
+        problem = path_problem(path, entry)
+        return decoded if problem is None else (None, problem, False)
 
     def _read_config(self, blob: str | None) -> tuple[Config | None, errors.ProtocolError | None]:
         path = os.path.join(self.root, CONFIG_FILE)
@@ -331,13 +338,15 @@ class Store:
         self._config_cache = (blob, cfg, problem)
         return cfg, problem
 
-    def _load(self, head: str) -> State:
+    def _load(self, head: str, *, full: bool = False) -> State:
         commit = self.git.commit(head)
-        base = self._state or self._load_cache()
+        base = None if full else (self._state or self._load_cache())
         root_tree = self.git.read_tree(commit.tree)
         config_item = root_tree.get(CONFIG_FILE)
         config_blob = config_item[1] if config_item else None
         cfg, problem = self._read_config(config_blob)
+        if base is not None and any(r.startswith(_DUPLICATE) for r in base.corrupt.values()):
+            base = None  # a duplicate may have been resolved: decide again from scratch
         if base is not None:
             entries = dict(base.entries)
             paths = dict(base.paths)
@@ -367,7 +376,11 @@ class Store:
                 corrupt[path] = reason or "invalid entry file"
                 continue
             if entry.id in entries:  # the same id in two files
-                corrupt[path] = f"duplicate entry id {entry.id} (also in {paths[entry.id]})"
+                if base is not None:
+                    # which file is "the" entry must not depend on the order files changed
+                    # in: decide on a full walk (path order), as a cold start would
+                    return self._load(head, full=True)
+                corrupt[path] = f"{_DUPLICATE} {entry.id} (also in {paths[entry.id]})"
                 continue
             entries[entry.id] = entry
             paths[entry.id] = path
@@ -476,10 +489,12 @@ class Store:
             return self._index
         try:
             self._index = GitIndex.load(self.git.git_dir)
-        except IndexUnsupported:
+        except IndexUnsupported as exc:
+            if ident is not None:
+                log.warning("filemem: rebuilding %s/.git/index from HEAD (%s); anything staged "
+                            "with `git add` is unstaged (the files stay on disk)", self.root, exc)
             head = self.git.head()
-            files = [] if head is None else [
-                (p, sha) for p, _mode, sha in self.git.walk(self.git.commit(head).tree)]
+            files = [] if head is None else list(self.git.walk(self.git.commit(head).tree))
             self._index = rebuild(self.git.git_dir, self.root, files)
         self._index_id = ident
         return self._index
@@ -498,8 +513,9 @@ class Store:
             return []
         self.git.clear_stale_locks()
         lock = os.path.join(self.git.git_dir, "index.lock")
-        if os.path.exists(lock):
-            os.unlink(lock)  # ours: the journal says a filemem write was under way
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock).st_mtime_ns >= os.stat(self.journal.path).st_mtime_ns:
+                os.unlink(lock)  # ours: taken after the journal was written
         head = self.git.head()
         tree = self.git.commit(head).tree if head else None
         head_blob = {p: (self.git.blob_at(tree, p) if tree else None) for p in paths}
@@ -533,6 +549,37 @@ class Store:
                 self._recover()
             yield Transaction(self, self.checked())
 
+    def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
+        """Refuse, before anything is written, a write the working tree cannot take: a
+        folder on the way that is a symbolic link (filemem never writes through links), or
+        git's index locked by a git command (waited for briefly, as git itself does not)."""
+        for path in paths:
+            link = worktree.linked_folder(self.root, path)
+            if link is not None:
+                raise errors.store_corrupt(
+                    link, "is a symbolic link; filemem does not write through links in the "
+                    "store (replace it with a real folder)")
+        lock = os.path.join(self.git.git_dir, "index.lock")
+        deadline = time.monotonic() + wait
+        while os.path.exists(lock) and not self.journal.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{lock} exists: a git command is using this store's index; wait for it "
+                    "to finish, or delete the file if no git command is running; nothing "
+                    "was written")
+            time.sleep(0.02)
+
+    def precheck(self, state: State, targets: list[Entry],
+                  new_layers: list[tuple[str, str, str, str]]) -> None:
+        """What a commit changing ``targets`` and adding entries to ``new_layers`` would
+        refuse, checked up front (before anyone is asked to approve)."""
+        paths = [state.paths[t.id] for t in targets]
+        paths += [f"{layer_dir(*layer)}/new.md" for layer in dict.fromkeys(new_layers)]
+        self.check_writable(paths, wait=0.0)
+        dirty = self.dirty_paths(state, [state.paths[t.id] for t in targets])
+        if dirty:
+            raise hand_edited(worktree.full_path(self.root, dirty[0]))
+
     def dirty_paths(self, state: State, paths: list[str]) -> list[str]:
         """Which of ``paths`` have uncommitted changes in the working tree (hand edits)."""
         index = self.index()
@@ -541,27 +588,50 @@ class Store:
 
     def last_seq(self, state: State) -> int:
         """The highest audit seq so far (HEAD's last row, or the ledger's)."""
-        info = self.git.commit(state.head)
-        head_seq = last_trailer_seq(info.message)
-        if head_seq is None:
-            head_seq = (info.time + 1) * 1000 * 1024
-        return max(head_seq, self.ledger.last_seq())
+        return max(self._commit_last_seq(state.head), self.ledger.last_seq())
 
-    def commit_rows(self, info: CommitInfo) -> list[AuditRow]:
+    def _commit_last_seq(self, sha: str) -> int:
+        """The seq of a commit's newest row, without parsing a filemem commit's whole
+        message. Commits made outside filemem take their seq after their first parent's, so
+        a run of them is walked iteratively (no recursion limit on long histories)."""
+        chain: list[CommitInfo] = []
+        base = 0
+        current: str | None = sha
+        while current is not None:
+            cached = self._rows.get(current)
+            if cached is not None:
+                base = int(cached[0]["seq"])
+                break
+            info = self.git.commit(current)
+            seq = last_trailer_seq(info.message)
+            if seq is not None:
+                base = seq
+                break
+            chain.append(info)
+            current = info.parents[0] if info.parents else None
+        for info in reversed(chain):
+            base = int(self.commit_rows(info, after_seq=base)[0]["seq"])
+        return base
+
+    def commit_rows(self, info: CommitInfo, after_seq: int | None = None) -> list[AuditRow]:
         """The audit rows a commit carries, newest first (a row of its own for a commit
-        made outside filemem)."""
+        made outside filemem, ordered after its parents)."""
         rows = self._rows.get(info.sha)
         if rows is None:
             try:
                 parsed = parse_rows(info.message)
+                problem = None
             except ValueError as exc:
-                parsed = None
-                ext = external_row(info.sha, info.time, info.message)
-                ext["outcome"] = f"unreadable audit trailers ({exc}) in {info.sha[:12]}"
+                parsed, problem = None, str(exc)
+            if parsed:
+                rows = list(reversed(parsed))
+            else:
+                if after_seq is None:
+                    after_seq = max((self._commit_last_seq(p) for p in info.parents), default=0)
+                ext = external_row(info.sha, info.time, info.message, after_seq)
+                if problem is not None:
+                    ext["outcome"] = f"unreadable audit trailers ({problem}) in {info.sha[:12]}"
                 rows = [ext]
-            if rows is None:
-                rows = list(reversed(parsed)) if parsed else \
-                    [external_row(info.sha, info.time, info.message)]
             if len(self._rows) > 50_000:
                 self._rows.clear()
             self._rows[info.sha] = rows
@@ -641,6 +711,8 @@ class Transaction:
             previous = git.read_blob(st.blobs[old_path]) \
                 if old_path is not None and e.id in st.noncanonical else None
             changes[path] = codec.encode(e, previous)
+        if changes:
+            store.check_writable(list(changes))
         # a path new to HEAD is a fresh id's file: nothing to check there (the file is
         # created exclusively below, so nothing that appeared meanwhile is overwritten)
         dirty = store.dirty_paths(st, [p for p in changes if p in st.blobs])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Final
 
@@ -84,15 +85,28 @@ def remove(root: str, path: str) -> None:
         folder = os.path.dirname(folder)
 
 
+def linked_folder(root: str, path: str) -> str | None:
+    """The first folder on the way to ``path`` (inside the store) that is a symbolic link."""
+    current = root
+    for part in path.split("/")[:-1]:
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return current
+        if not os.path.isdir(current):
+            return None
+    return None
+
+
 def is_clean(root: str, path: str, head_blob: str | None, index: object | None) -> bool:
     """Whether the working-tree file at ``path`` is exactly HEAD's version (or absent at
-    both). Uses the index's stat record like git does, hashing only when that is unsure."""
+    both). Uses the index's stat record like git does, hashing only when that is unsure.
+    A symbolic link in place of the file is a change a person made (git: typechange)."""
     target = full_path(root, path)
     try:
-        st = os.stat(target)
+        st = os.lstat(target)
     except (FileNotFoundError, NotADirectoryError):
         return head_blob is None
-    if head_blob is None:
+    if head_blob is None or stat.S_ISLNK(st.st_mode):
         return False
     stat_matches = getattr(index, "stat_matches", None)
     sha_of = getattr(index, "sha", None)

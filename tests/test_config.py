@@ -166,9 +166,6 @@ def test_null_write_policies_mean_none() -> None:
     assert parse({"schema": 1, "writePolicies": None}).write_policies == {}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _POLICY_KEY_RE ends with '$', which also matches "
-                   "before a trailing newline, so the key 'user/workspace\\n' is accepted (and "
-                   "then never applies); the reference rejects it")
 @pytest.mark.parametrize("key", ["user/workspace\n", "source:claude\n"])
 def test_write_policies_key_with_trailing_newline_is_rejected(key: str) -> None:
     invalid(parse_policies, {key: "off"})

@@ -325,7 +325,6 @@ BAD_DOCS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "entry tags not a list": _set("entries.0.tags", "pref"),
     "entry tag too long": _set("entries.0.tags", ["x" * 33]),
     "entry no workspaceKey": _set("entries.0.workspaceKey", ...),
-    "entry empty source": _set("entries.0.source", ""),
     "entry string recallCount": _set("entries.0.recallCount", "0"),
     "entry sessionId number": _set("entries.0.sessionId", 5),
 }
@@ -355,6 +354,14 @@ def test_the_base_document_itself_imports(make_provider: MakeProvider) -> None:
     doc["budgets"] = []  # the row count is not checked (as the reference's validator)
     doc["entries"][0]["tags"] = [" a ", "a"]
     assert p.import_envelope(doc, ctx())["entries"][0]["tags"] == ["a"]
+
+
+def test_an_empty_source_imports_as_the_default_label(make_provider: MakeProvider) -> None:
+    """Choice 12: '' is "no source" (the reference can store it and export it)."""
+    p = make_provider()
+    doc = _base()
+    doc["entries"][0]["source"] = ""
+    assert p.import_envelope(doc, ctx())["entries"][0]["source"] == "dsh-memento"
 
 
 def test_an_invalid_entry_anywhere_rejects_the_batch(make_provider: MakeProvider) -> None:

@@ -365,8 +365,6 @@ def test_parse_iso_ms_rejects(text: str) -> None:
         parse_iso_ms(text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _ISO_RE ends with '$', which also matches "
-                   "before a trailing newline, so a timestamp followed by a newline is accepted")
 def test_parse_iso_ms_rejects_a_trailing_newline() -> None:
     with pytest.raises(ValueError):
         parse_iso_ms("2023-11-14T22:13:20.123Z\n")
@@ -456,8 +454,6 @@ def test_missing_track_prints_undefined() -> None:
     assert message == f'invalid memory scope: track=undefined scope="workspace" {SCOPE_HELP}'
 
 
-@pytest.mark.xfail(strict=True, reason="bug: UUID_RE uses '$', which also matches before a "
-                   "trailing newline; the reference's JS regex rejects it")
 def test_id_with_trailing_newline_is_rejected() -> None:
     invalid(validate_protocol_entry, protocol_entry(id=UUID + "\n"))
 

@@ -103,7 +103,7 @@ def test_track_and_scope_filters(provider: filemem.Provider) -> None:
 
 
 @pytest.mark.parametrize(("limit", "size"), [
-    (None, 20), (0, 20), (-1, 20), (-5000, 20), (2.5, 20), (20.0, 20), ("x", 20), ("50", 20),
+    (None, 20), (0, 20), (-1, 20), (-5000, 20), (2.5, 20), (3.0, 3), ("x", 20), ("50", 20),
     (True, 20), (1, 1), (3, 3), (999, 999), (1000, 1000), (1001, 1000), (5000, 1000),
 ])
 def test_limit_is_clamped(big: filemem.Provider, limit: Any, size: int) -> None:

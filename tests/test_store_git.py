@@ -297,8 +297,6 @@ def test_a_persons_git_commit_is_served_and_audited(seeded: filemem.Provider,
     assert_clean_repo(store_path)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an external commit made in the same second as a "
-                   "filemem commit sorts older than it in auditList (seq from whole seconds)")
 def test_external_commit_in_the_same_second_is_listed_newest_first(
         seeded: filemem.Provider, store_path: Path) -> None:
     last = seeded.audit_list(1)[0]
@@ -380,8 +378,6 @@ def test_malformed_entry_at_head_is_store_corrupt(breaker: Callable[[Path, dict[
         assert texts(seeded) == ["alpha likes tea", "beta likes coffee", "gamma likes water"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Store._parse caches a path-specific problem by blob "
-                   "sha, so a file moved to a wrong folder and back stays STORE_CORRUPT")
 def test_file_moved_away_and_back_is_valid_again(seeded: filemem.Provider,
                                                  store_path: Path) -> None:
     entry = next(e for e in seeded.list_entries() if e["text"] == "alpha likes tea")

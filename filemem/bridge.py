@@ -1,0 +1,279 @@
+"""``filemem bridge``: the Provider face as JSON-RPC 2.0 over stdio, one JSON object per line.
+
+Hosts written in other languages use this. Requests are answered in order. Under the ask
+policy every write sends the host an ``approval/request`` (the approve-what-you-see payload)
+and waits for ``{"result": {"outcome": ...}}``; an error answer or a closed stdin means
+``unavailable``. stdout carries protocol messages only: everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO, Any, Final
+
+from . import __version__, errors
+from .approval import ApprovalRequest
+from .model import PROTOCOL
+from .provider import Provider
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+PROTOCOL_ERROR: Final = -32000
+log = logging.getLogger("filemem.bridge")
+
+
+class ParamsError(Exception):
+    """Params that do not fit the method (JSON-RPC -32602)."""
+
+
+def _params(params: Any, required: tuple[str, ...] = (), optional: tuple[str, ...] = ()
+            ) -> dict[str, Any]:
+    if params is None:
+        params = {}
+    if isinstance(params, list) and not params and not required:
+        params = {}
+    if not isinstance(params, dict):
+        raise ParamsError("params must be an object")
+    unknown = sorted(set(params) - set(required) - set(optional))
+    if unknown:
+        raise ParamsError(f"unknown params: {', '.join(unknown)}")
+    missing = [k for k in required if k not in params]
+    if missing:
+        raise ParamsError(f"missing params: {', '.join(missing)}")
+    return params
+
+
+def _write_method(name: str, input_key: str) -> Callable[[Provider, Any], Any]:
+    def call(p: Provider, params: Any) -> Any:
+        # a missing `write` is the protocol's WRITE_REQUIRES_AGENT, not a params error
+        args = _params(params, (input_key,), ("write",))
+        return getattr(p, name)(args[input_key], args.get("write"))
+    return call
+
+
+def _query(p: Provider, params: Any) -> Any:
+    args = _params(params, (), ("filter", "opts"))
+    return p.query(args.get("filter"), args.get("opts"))
+
+
+def _no_params(name: str) -> Callable[[Provider, Any], Any]:
+    def call(p: Provider, params: Any) -> Any:
+        _params(params)
+        return getattr(p, name)()
+    return call
+
+
+def _audit_list(p: Provider, params: Any) -> Any:
+    args = _params(params, (), ("limit",))
+    return p.audit_list(args.get("limit", 100))
+
+
+def _snapshot(p: Provider, params: Any) -> Any:
+    args = _params(params, ("session",), ("language",))
+    return p.snapshot(args["session"], language=args.get("language"))
+
+
+def _describe(p: Provider, params: Any) -> Any:
+    _params(params)
+    return {"protocol": PROTOCOL, "provider": "filemem", "version": __version__,
+            "store": p.path, "methods": sorted(METHODS)}
+
+
+METHODS: Final[dict[str, Callable[[Provider, Any], Any]]] = {
+    "add": _write_method("add", "input"),
+    "replace": _write_method("replace", "input"),
+    "remove": _write_method("remove", "input"),
+    "consolidate": _write_method("consolidate", "input"),
+    "seed": _write_method("seed", "inputs"),
+    "import": _write_method("import_envelope", "envelope"),
+    "query": _query,
+    "budgets": _no_params("budgets"),
+    "listEntries": _no_params("list_entries"),
+    "auditList": _audit_list,
+    "export": _no_params("export"),
+    "snapshot": _snapshot,
+    "describe": _describe,
+}
+
+
+class Bridge:
+    """One bridge session: a reader thread takes lines off ``stdin``; the calling thread
+    answers requests in order and asks the host for approvals through the same pipe."""
+
+    def __init__(self, provider: Provider, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+        self.provider = provider
+        self.stdin = stdin
+        self.stdout = stdout
+        self._out_lock = threading.Lock()
+        self._requests: queue.Queue[Any] = queue.Queue()
+        self._waiting: dict[str, queue.Queue[Any]] = {}
+        self._waiting_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------ wire
+
+    def send(self, message: dict[str, Any]) -> None:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        # U+2028/2029 are legal in JSON but split lines in some readers
+        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        with self._out_lock:
+            self.stdout.write(line.encode("utf-8") + b"\n")
+            self.stdout.flush()
+
+    def _error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
+        err: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            err["data"] = data
+        self.send({"jsonrpc": "2.0", "id": rid, "error": err})
+
+    def _read(self) -> None:
+        """Reader thread: route host answers to waiting approvals, queue everything else."""
+        try:
+            for raw in self.stdin:
+                if not raw.strip():
+                    continue
+                try:
+                    msg = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as exc:
+                    self._requests.put(("parse-error", str(exc)))
+                    continue
+                if isinstance(msg, dict) and "method" not in msg and \
+                        ("result" in msg or "error" in msg):
+                    with self._waiting_lock:
+                        waiter = self._waiting.pop(str(msg.get("id")), None)
+                    if waiter is not None:
+                        waiter.put(msg)
+                    else:
+                        log.warning("filemem bridge: an answer to no pending request: %s",
+                                    raw[:200])
+                    continue
+                self._requests.put(("message", msg))
+        finally:
+            self._closed.set()
+            with self._waiting_lock:
+                waiters = list(self._waiting.values())
+                self._waiting.clear()
+            for waiter in waiters:
+                waiter.put(None)
+            self._requests.put(None)
+
+    # ------------------------------------------------------------ approval
+
+    def ask_host(self, request: ApprovalRequest) -> str:
+        """The approval transport: an ``approval/request`` to the host, answered in kind."""
+        if self._closed.is_set():
+            raise RuntimeError("the host closed the connection")
+        rid = f"filemem-approval-{next(self._ids)}"
+        waiter: queue.Queue[Any] = queue.Queue(maxsize=1)
+        with self._waiting_lock:
+            self._waiting[rid] = waiter
+        write = {k: v for k, v in request.write.items() if k != "gate"}
+        self.send({"jsonrpc": "2.0", "id": rid, "method": "approval/request",
+                   "params": {"payload": request.payload, "write": write}})
+        answer = waiter.get()
+        if answer is None:
+            raise RuntimeError("the host closed the connection before answering")
+        if "error" in answer:
+            err = answer["error"]
+            message = err.get("message") if isinstance(err, dict) else err
+            raise RuntimeError(f"the host answered with an error: {message}")
+        result = answer.get("result")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if not isinstance(outcome, str) or not outcome:
+            raise RuntimeError("the host's answer has no outcome string")
+        return outcome
+
+    ask_host.name = "bridge host"  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------ requests
+
+    def handle(self, msg: Any) -> None:
+        if not isinstance(msg, dict):
+            self._error(None, INVALID_REQUEST, "a request must be a JSON object "
+                        "(batches are not supported)")
+            return
+        rid = msg.get("id")
+        notification = "id" not in msg
+        method = msg.get("method")
+        if msg.get("jsonrpc") != "2.0" or not isinstance(method, str) or \
+                not isinstance(rid, (str, int, type(None))) or isinstance(rid, bool):
+            if not notification:
+                self._error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
+                            'not a JSON-RPC 2.0 request (needs "jsonrpc": "2.0" and a '
+                            'string "method")')
+            return
+        fn = METHODS.get(method)
+        if fn is None:
+            if not notification:
+                self._error(rid, METHOD_NOT_FOUND, f"unknown method {method!r}; methods: "
+                            + ", ".join(sorted(METHODS)))
+            return
+        try:
+            result = fn(self.provider, msg.get("params"))
+        except ParamsError as exc:
+            if not notification:
+                self._error(rid, INVALID_PARAMS, f"{method}: {exc}")
+            return
+        except errors.ProtocolError as exc:
+            if not notification:
+                self._error(rid, PROTOCOL_ERROR, exc.message,
+                            {"code": exc.code, "details": exc.details})
+            return
+        except Exception as exc:  # never let one request kill the bridge
+            log.exception("filemem bridge: %s failed", method)
+            if not notification:
+                self._error(rid, INTERNAL_ERROR, f"{method} failed: {exc}")
+            return
+        if not notification:
+            self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    def serve(self) -> int:
+        reader = threading.Thread(target=self._read, name="filemem-bridge-reader",
+                                  daemon=True)
+        reader.start()
+        while True:
+            item = self._requests.get()
+            if item is None:
+                break
+            kind, value = item
+            if kind == "parse-error":
+                self._error(None, PARSE_ERROR, f"parse error: {value}")
+            else:
+                self.handle(value)
+        return 0
+
+
+def run(store: str | None, *, budgets: Any = None, approval: str = "host") -> int:
+    """Serve one host on this process's stdin/stdout until it closes stdin."""
+    import filemem
+
+    # stdout is the protocol channel: point fd 1 (and sys.stdout) at stderr so that nothing
+    # else, even a C library, can write to it, and keep a private handle for messages
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    overrides: dict[str, Any] = {}
+    if approval in ("auto", "off"):
+        overrides = {"write_policy": approval, "write_policies": {}}
+    provider = filemem.open_store(store, create=True, budgets=budgets, **overrides)
+    bridge = Bridge(provider, sys.stdin.buffer, out)
+    if approval == "host":
+        provider.gate = bridge.ask_host
+    try:
+        return bridge.serve()
+    finally:
+        provider.close()
+        out.close()
