@@ -127,8 +127,12 @@ class Bridge:
         line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
         # U+2028/2029 are legal in JSON but split lines in some readers
         line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate echoed from the host: \ud800 escapes
+            data = json.dumps(message, separators=(",", ":")).encode("ascii")
         with self._out_lock:
-            self.stdout.write(line.encode("utf-8") + b"\n")
+            self.stdout.write(data + b"\n")
             self.stdout.flush()
 
     def _error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
@@ -145,7 +149,7 @@ class Bridge:
                     continue
                 try:
                     msg = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError) as exc:
+                except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     self._requests.put(("parse-error", str(exc)))
                     continue
                 if isinstance(msg, dict) and "method" not in msg and \
@@ -160,8 +164,8 @@ class Bridge:
                     continue
                 self._requests.put(("message", msg))
         finally:
-            self._closed.set()
             with self._waiting_lock:
+                self._closed.set()
                 waiters = list(self._waiting.values())
                 self._waiting.clear()
             for waiter in waiters:
@@ -172,11 +176,11 @@ class Bridge:
 
     def ask_host(self, request: ApprovalRequest) -> str:
         """The approval transport: an ``approval/request`` to the host, answered in kind."""
-        if self._closed.is_set():
-            raise RuntimeError("the host closed the connection")
         rid = f"filemem-approval-{next(self._ids)}"
         waiter: queue.Queue[Any] = queue.Queue(maxsize=1)
-        with self._waiting_lock:
+        with self._waiting_lock:  # checked under the lock the reader closes with: no lost EOF
+            if self._closed.is_set():
+                raise RuntimeError("the host closed the connection")
             self._waiting[rid] = waiter
         write = {k: v for k, v in request.write.items() if k != "gate"}
         self.send({"jsonrpc": "2.0", "id": rid, "method": "approval/request",

@@ -1,0 +1,11 @@
+"""The `filemem` command: the owner's side of the store, a thin layer over the Provider.
+
+Each module holds one group of commands and registers it on :data:`main`.
+"""
+
+from __future__ import annotations
+
+from . import entries, serve  # noqa: F401  (registers the commands)
+from .app import main
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+"""`python -m filemem.cli`: the filemem command."""
+
+from filemem.cli import main
+
+main()

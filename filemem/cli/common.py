@@ -1,0 +1,170 @@
+"""Shared pieces of the `filemem` command: options, approval at the terminal, output, errors.
+
+Exit codes: 0 success, 1 protocol error (the code is printed), 2 usage error, 3 the write
+was not approved (WRITE_DENIED), 4 no store at the path (or it cannot be created there).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from .. import errors
+from ..approval import ApprovalRequest, describe
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_PROTOCOL, EXIT_USAGE, EXIT_DENIED, EXIT_NO_STORE = 1, 2, 3, 4
+TRACKS = click.Choice(["user", "agent"])
+SCOPES = click.Choice(["user-global", "workspace"])
+
+
+# ---------------------------------------------------------------- approval at the terminal
+
+
+class TerminalPrompt:
+    """Ask the person at the terminal, showing everything that would be written."""
+
+    name = "terminal prompt"
+
+    def __call__(self, request: ApprovalRequest) -> str:
+        click.echo(describe(request), err=True)
+        try:
+            ok = click.confirm("Approve this write?", default=False, err=True)
+        except (click.Abort, EOFError):
+            click.echo("", err=True)
+            return "cancelled"
+        return "allowed-once" if ok else "rejected"
+
+
+class PreApproved:
+    """``--yes``: the owner approved on the command line, having written the payload."""
+
+    name = "--yes on the command line"
+
+    def __call__(self, request: ApprovalRequest) -> str:
+        return "allowed-once"
+
+
+# ---------------------------------------------------------------- output
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def fail(exc: BaseException, as_json: bool) -> NoReturn:
+    if isinstance(exc, errors.ProtocolError):
+        if as_json:
+            emit_json({"error": exc.to_dict()})
+        else:
+            click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
+            if exc.details.get("outcome") == "unavailable":
+                click.echo("filemem: no terminal to ask for approval: run the command in a "
+                           "terminal, or pass --yes to approve it yourself", err=True)
+        sys.exit(EXIT_DENIED if exc.code == errors.WRITE_DENIED else EXIT_PROTOCOL)
+    message = str(exc)
+    if as_json:
+        emit_json({"error": {"code": "NO_STORE", "message": message, "details": {}}})
+    else:
+        click.echo(f"filemem: {message}", err=True)
+    sys.exit(EXIT_NO_STORE)
+
+
+def one_line(text: str, width: int = 100) -> str:
+    line = text.replace("\r", "").replace("\n", " \u21b5 ")
+    return line if len(line) <= width else line[: width - 1] + "\u2026"
+
+
+def entry_line(e: dict[str, Any]) -> str:
+    where = f"{e['track']}/{e['scope']}"
+    if e["agentKey"]:
+        where += f" #{e['agentKey']}"
+    tags = f" [{', '.join(e['tags'])}]" if e["tags"] else ""
+    return f"{e['id'][:8]}  {where:<22} {one_line(e['text'])}{tags}"
+
+
+def usage_line(u: dict[str, Any]) -> str:
+    return f"{u['track']}/{u['scope']}: {u['used']}/{u['limit']} chars used"
+
+
+# ---------------------------------------------------------------- shared options
+
+
+def session_options(f: F) -> F:
+    f = click.option("--session", "session_id", metavar="ID",
+                     help="Session id recorded with the write or read.")(f)
+    f = click.option("--agent", metavar="NAME",
+                     help="Agent preset: writes go to that agent's layer; reads see shared "
+                          "entries plus that agent's.")(f)
+    f = click.option("--workspace", metavar="DIR",
+                     help="Workspace folder (default: the current directory for writes).")(f)
+    return f
+
+
+def store_option(f: F) -> F:
+    return click.option(
+        "--store", "store_path", metavar="PATH", envvar="FILEMEM_STORE",
+        help="Store folder (default: $FILEMEM_STORE, $FILEMEM_HOME, else the user data dir).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+def yes_option(f: F) -> F:
+    return click.option("--yes", "-y", is_flag=True,
+                        help="Approve the write without a prompt (for scripts).")(f)
+
+
+def open_store(store_path: str | None, *, yes: bool = False) -> Any:
+    import filemem
+
+    if yes:
+        gate: Any = PreApproved()
+    elif sys.stdin.isatty() and sys.stderr.isatty():
+        gate = TerminalPrompt()
+    else:
+        gate = None  # nobody to ask: under `ask` the write fails closed (unavailable)
+    return filemem.open_store(store_path, gate=gate)
+
+
+def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:
+    from ..provider import write_context
+
+    return write_context(session_id=session_id, cwd=workspace or os.getcwd(), agent=agent)
+
+
+def command(f: F) -> F:
+    """Run with the store open; map errors to messages and exit codes."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ..store import StoreNotFound
+
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return f(*args, **kwargs)
+        except (errors.ProtocolError, StoreNotFound, FileExistsError, TimeoutError) as exc:
+            fail(exc, as_json)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- commands
+
+def text_arg(text: tuple[str, ...]) -> str:
+    if text == ("-",):
+        data = sys.stdin.buffer.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.invalid_input(f"stdin is not valid UTF-8 ({exc.reason})") from None
+    return " ".join(text)
+

@@ -1,0 +1,358 @@
+"""Commands on memory entries: the Provider face for the owner (init, add, query, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from .. import errors
+from .app import main
+from .common import (
+    SCOPES,
+    TRACKS,
+    command,
+    emit_json,
+    entry_line,
+    json_option,
+    one_line,
+    open_store,
+    session_options,
+    store_option,
+    text_arg,
+    usage_line,
+    write_ctx,
+    yes_option,
+)
+
+
+@main.command()
+@click.argument("path", required=False)
+@store_option
+@json_option
+@command
+def init(path: str | None, store_path: str | None, as_json: bool) -> None:
+    """Create a store at PATH (default: --store, $FILEMEM_STORE, $FILEMEM_HOME, user data dir).
+
+    Lays down filemem.yaml, a README, .gitignore and .gitattributes and makes the first
+    commit. Running it on an existing store changes nothing.
+    """
+    import filemem
+
+    from ..location import resolve_store_path
+    from ..store import Store
+
+    root = resolve_store_path(path or store_path)
+    created = False
+    if os.path.isdir(os.path.join(root, ".git")):
+        store = filemem.open_store(root)
+    else:
+        store = filemem.Provider(Store.create(root))
+        created = True
+    store.close()
+    if as_json:
+        emit_json({"path": root, "created": created})
+    elif created:
+        click.echo(f"Created a filemem store at {root}")
+    else:
+        click.echo(f"{root} is already a filemem store; nothing changed")
+
+
+@main.command()
+@store_option
+def path(store_path: str | None) -> None:
+    """Print the store's folder (e.g. for `git -C "$(filemem path)" log`)."""
+    from ..location import resolve_store_path
+
+    click.echo(resolve_store_path(store_path))
+
+
+@main.command()
+@click.argument("text", nargs=-1, required=True)
+@click.option("--track", type=TRACKS, default="user", show_default=True,
+              help="user: about the person; agent: about the environment.")
+@click.option("--scope", type=SCOPES, default="workspace", show_default=True,
+              help="user-global: everywhere; workspace: this workspace only.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable; <= 16 tags of <= 32 chars).")
+@click.option("--source", help="Provenance label (default: dsh-memento).")
+@session_options
+@yes_option
+@store_option
+@json_option
+@command
+def add(text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...], source: str | None,
+        workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
+        store_path: str | None, as_json: bool) -> None:
+    """Add an entry. TEXT is joined with spaces; a single `-` reads it from stdin as is."""
+    body = text_arg(text)
+    with open_store(store_path, yes=yes) as store:
+        inp: dict[str, Any] = {"track": track, "scope": scope, "text": body}
+        if tags:
+            inp["tags"] = list(tags)
+        if source:
+            inp["source"] = source
+        result = store.add(inp, write_ctx(workspace, agent, session_id))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Added {result['entry']['id']} to {track}/{scope}.")
+        click.echo(usage_line(result["usage"]))
+
+
+
+@main.command()
+@click.argument("match")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--track", type=TRACKS, default="user", show_default=True)
+@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
+@click.option("--tag", "tags", multiple=True,
+              help="New tags (repeatable); omit to keep the old ones.")
+@click.option("--clear-tags", is_flag=True, help="Remove all tags.")
+@session_options
+@yes_option
+@store_option
+@json_option
+@command
+def replace(match: str, text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...],
+            clear_tags: bool, workspace: str | None, agent: str | None, session_id: str | None,
+            yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Replace the one entry whose text contains MATCH with TEXT (`-` reads stdin)."""
+    body = text_arg(text)
+    with open_store(store_path, yes=yes) as store:
+        inp: dict[str, Any] = {"track": track, "scope": scope, "match": match, "text": body}
+        if tags or clear_tags:
+            inp["tags"] = list(tags)
+        result = store.replace(inp, write_ctx(workspace, agent, session_id))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Replaced {result['entry']['id']} (now version {result['entry']['version']}).")
+        click.echo(usage_line(result["usage"]))
+
+
+@main.command()
+@click.argument("match")
+@click.option("--track", type=TRACKS, default="user", show_default=True)
+@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
+@session_options
+@yes_option
+@store_option
+@json_option
+@command
+def remove(match: str, track: str, scope: str, workspace: str | None, agent: str | None,
+           session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Remove the one entry whose text contains MATCH."""
+    with open_store(store_path, yes=yes) as store:
+        result = store.remove({"track": track, "scope": scope, "match": match},
+                              write_ctx(workspace, agent, session_id))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Removed {result['entry']['id']}: {one_line(result['entry']['text'])}")
+        click.echo(usage_line(result["usage"]))
+
+
+@main.command()
+@click.argument("matches", nargs=-1, required=True)
+@click.option("--into", "text", required=True, help="The text of the new entry.")
+@click.option("--track", type=TRACKS, default="user", show_default=True)
+@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
+@click.option("--tag", "tags", multiple=True)
+@session_options
+@yes_option
+@store_option
+@json_option
+@command
+def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tags: tuple[str, ...],
+                workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
+                store_path: str | None, as_json: bool) -> None:
+    """Replace the entries matching each of MATCHES (1..20) by one new entry, in one commit."""
+    with open_store(store_path, yes=yes) as store:
+        result = store.consolidate(
+            {"track": track, "scope": scope, "matches": list(matches), "text": text,
+             "tags": list(tags)}, write_ctx(workspace, agent, session_id))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Consolidated {len(result['removed'])} entries into {result['entry']['id']}.")
+        click.echo(usage_line(result["usage"]))
+
+
+@main.command()
+@click.argument("text", nargs=-1)
+@click.option("--track", type=TRACKS)
+@click.option("--scope", type=SCOPES)
+@click.option("--limit", type=int, help="Page size (default from filemem.yaml; at most 1000).")
+@session_options
+@store_option
+@json_option
+@command
+def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: int | None,
+          workspace: str | None, agent: str | None, session_id: str | None,
+          store_path: str | None, as_json: bool) -> None:
+    """Find entries containing TEXT (ASCII letters match without case).
+
+    With --workspace or --agent, shows only what that session would see. Counts as a
+    recall: the entries shown rank higher next time.
+    """
+    filt: dict[str, Any] = {}
+    if text:
+        filt["text"] = " ".join(text)
+    if track:
+        filt["track"] = track
+    if scope:
+        filt["scope"] = scope
+    if limit is not None:
+        filt["limit"] = limit
+    opts: dict[str, Any] = {}
+    if workspace is not None or agent is not None:
+        from ..model import agent_key_of, workspace_key_of
+
+        opts["workspaceKey"] = workspace_key_of(workspace or os.getcwd())
+        opts["agentKey"] = agent_key_of(agent)
+    if session_id is not None:
+        opts["sessionId"] = session_id
+    with open_store(store_path) as store:
+        result = store.query(filt, opts)
+    if as_json:
+        emit_json(result)
+        return
+    if not result["entries"]:
+        click.echo("No entry matched.")
+        return
+    for e in result["entries"]:
+        click.echo(entry_line(e))
+    if result["truncated"]:
+        click.echo(f"({len(result['entries'])} of {result['total']}; use --limit for more)")
+
+
+@main.command(name="list")
+@click.option("--track", type=TRACKS)
+@click.option("--scope", type=SCOPES)
+@store_option
+@json_option
+@command
+def list_(track: str | None, scope: str | None, store_path: str | None, as_json: bool) -> None:
+    """List every entry, oldest first (does not count as a recall)."""
+    with open_store(store_path) as store:
+        entries = [e for e in store.list_entries()
+                   if (track is None or e["track"] == track)
+                   and (scope is None or e["scope"] == scope)]
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        click.echo("Memory is empty.")
+    for e in entries:
+        click.echo(entry_line(e))
+
+
+@main.command()
+@store_option
+@json_option
+@command
+def budgets(store_path: str | None, as_json: bool) -> None:
+    """Show how much of each track/scope budget is used."""
+    with open_store(store_path) as store:
+        rows = store.budgets()
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        click.echo(usage_line(r))
+
+
+@main.command()
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@store_option
+@json_option
+@command
+def audit(limit: int, store_path: str | None, as_json: bool) -> None:
+    """Show the newest audit rows: approved writes, denials, recalls and snapshots."""
+    from ..model import iso_ms
+
+    with open_store(store_path) as store:
+        rows = store.audit_list(limit)
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        layer = f" {r['track']}/{r['scope']}" if r["track"] else ""
+        text = f"  {one_line(r['text'], 60)}" if r["text"] else ""
+        click.echo(f"{iso_ms(r['ts'])} {r['action']}{layer} {r['outcome'] or ''} "
+                   f"({r['source'] or ''}){text}")
+
+
+@main.command()
+@click.option("--out", type=click.Path(dir_okay=False, writable=True),
+              help="Write to this file instead of stdout.")
+@store_option
+@command
+def export(out: str | None, store_path: str | None) -> None:
+    """Print every entry as a memory-export-v1 envelope (JSON). Read-only."""
+    with open_store(store_path) as store:
+        doc = store.export()
+    text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"Wrote {len(doc['entries'])} entries to {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command(name="import")
+@click.argument("file", type=click.File("rb"))
+@session_options
+@yes_option
+@store_option
+@json_option
+@command
+def import_(file: Any, workspace: str | None, agent: str | None, session_id: str | None,
+            yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Import a memory-export-v1 envelope (FILE or `-`): one approval, one commit.
+
+    Entries get new ids, version 1 and fresh timestamps; texts, layers, keys, sources and
+    tags are kept. At most 1,000 entries per import.
+    """
+    raw = file.read()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise errors.invalid_input(f"import: {file.name} is not JSON ({exc}); nothing was "
+                                   "imported") from None
+    with open_store(store_path, yes=yes) as store:
+        result = store.import_envelope(doc, write_ctx(workspace, agent, session_id))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Imported {result['added']} entries in one commit.")
+
+
+@main.command()
+@click.option("--language", type=click.Choice(["en", "zh"]),
+              help="Snapshot language (default from filemem.yaml).")
+@session_options
+@store_option
+@json_option
+@command
+def snapshot(language: str | None, workspace: str | None, agent: str | None,
+             session_id: str | None, store_path: str | None, as_json: bool) -> None:
+    """Print the frozen snapshot a session in WORKSPACE (default: here) as AGENT would get.
+
+    The exact text is recorded as a `snapshot` audit row.
+    """
+    session = {"id": session_id, "header": {"cwd": workspace or os.getcwd(),
+                                            "agentPreset": agent}}
+    with open_store(store_path) as store:
+        text = store.snapshot(session, language=language)
+    if as_json:
+        emit_json({"text": text, "sessionId": session_id})
+    elif text:
+        click.echo(text, nl=sys.stdout.isatty() or not text.endswith("\n"))
+    else:
+        click.echo("(memory is empty for this workspace and agent: the snapshot is empty)",
+                   err=True)
