@@ -213,7 +213,8 @@ class Bridge:
         if msg.get("jsonrpc") != "2.0" or not isinstance(method, str) or \
                 not isinstance(rid, (str, int, type(None))) or isinstance(rid, bool):
             if not notification:
-                self._error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
+                usable = isinstance(rid, (str, int)) and not isinstance(rid, bool)
+                self._error(rid if usable else None, INVALID_REQUEST,
                             'not a JSON-RPC 2.0 request (needs "jsonrpc": "2.0" and a '
                             'string "method")')
             return
