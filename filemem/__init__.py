@@ -28,13 +28,15 @@ __version__ = "0.1.0"
 
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False,
                gate: Gate | None = None, budgets: Any = None, write_policy: str | None = None,
-               write_policies: Any = None) -> Provider:
+               write_policies: Any = None, stage_pending: bool = True) -> Provider:
     """Open the store at ``path`` (default: see :func:`default_store_path`) as a Provider.
 
     ``create=True`` makes the store if the folder is missing or empty. ``gate`` is called
     with an :class:`ApprovalRequest` when the policy says ``ask`` and must return an outcome
     (``"allowed-once"`` lets the write through). ``budgets``, ``write_policy`` and
-    ``write_policies`` override the store's ``filemem.yaml`` for this process only.
+    ``write_policies`` override the store's ``filemem.yaml`` for this process only. Under
+    ``ask`` with no gate to ask, a write is staged as a pending approval for the owner
+    (``filemem pending``) unless ``stage_pending=False``, which refuses it (``unavailable``).
     """
     root = resolve_store_path(path)
     if create and (not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))):
@@ -43,7 +45,7 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
         store = Store(root)
     store.checked()  # fail now on a corrupt or too-new store
     return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,
-                    write_policies=write_policies)
+                    write_policies=write_policies, stage_pending=stage_pending)
 
 
 def init_store(path: str | os.PathLike[str] | None = None) -> Provider:

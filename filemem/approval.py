@@ -57,6 +57,7 @@ class Decision:
     outcome: str
     label: str  # the audit row's outcome: names what decided
     detail: str | None = None
+    policy: str = "ask"  # the policy that applied
 
     @property
     def allowed(self) -> bool:
@@ -107,9 +108,9 @@ def decide(config: Config, payload: dict[str, Any], write: dict[str, Any],
     policy, key = resolve_policy(config, payload)
     which = f"writePolicy {policy}" + (f" for {key}" if key else "")
     if policy == "auto":
-        return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})")
+        return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})", policy=policy)
     if policy == "off":
-        return Decision("rejected", f"rejected (via approval, {which})")
+        return Decision("rejected", f"rejected (via approval, {which})", policy=policy)
     request = ApprovalRequest(payload, reason(payload), write, policy, key)
     call_gate = write.get("gate")
     if callable(call_gate):

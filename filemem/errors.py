@@ -122,6 +122,14 @@ def proposal_not_found(pid: str, status: str | None = None) -> ProtocolError:
     )
 
 
+def pending_not_found(pid: str) -> ProtocolError:
+    return ProtocolError(
+        PROPOSAL_NOT_FOUND,
+        f'"{pid}" is not a pending approval (see `filemem pending`); nothing was changed',
+        {"id": pid},
+    )
+
+
 def store_corrupt(path: str, reason: str) -> ProtocolError:
     return ProtocolError(
         STORE_CORRUPT, f"memory store file {path} is corrupt: {reason}", {"path": path}

@@ -14,7 +14,8 @@ whole audit trail. This module knows entries and rules, not files or git.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import approval, budgets, envelope, errors, matching, snapshot
@@ -56,6 +57,29 @@ class Writer:
     session_id: str | None
     workspace_key: str
     agent_key: str
+
+
+@dataclass(frozen=True)
+class Replayable:
+    """How to run a write again: what a pending approval stores (JSON-safe)."""
+
+    method: str
+    arg: Any
+    targets: list[Entry] = field(default_factory=list)
+    match: str = ""
+    verb: str = ""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """An owner approving a pending write: who approves, what the targets were."""
+
+    pending_id: str
+    approver: Gate
+    targets: list[tuple[str, int]]
+
+
+_REPLAY: ContextVar[Replay | None] = ContextVar("filemem_replay", default=None)
 
 
 @dataclass(frozen=True)
@@ -136,9 +160,11 @@ class Provider:
     """
 
     def __init__(self, store: Store, *, gate: Gate | None = None, budgets: Any = None,
-                 write_policy: str | None = None, write_policies: Any = None) -> None:
+                 write_policy: str | None = None, write_policies: Any = None,
+                 stage_pending: bool = True) -> None:
         self.store = store
         self.gate = gate
+        self.stage_pending = stage_pending
         self._overrides = {"budgets": budgets, "write_policy": write_policy,
                            "write_policies": write_policies}
         Config().with_overrides(**self._overrides)  # validate now: fail at open, not at use
@@ -216,12 +242,32 @@ class Provider:
         return found[0]
 
     def _approve_and_commit(self, payload: dict[str, Any], w: Writer,
-                            apply: Callable[[Transaction, Decision], T]) -> T:
-        """Ask (no lock held), then run ``apply`` under the lock; audit every outcome."""
-        decision = approval.decide(self.config(), payload, w.write, self.gate)
+                            apply: Callable[[Transaction, Decision], T], op: Replayable) -> T:
+        """Ask (no lock held), then run ``apply`` under the lock; audit every outcome.
+
+        Under ``ask`` with nobody to ask, the write is staged as a pending approval."""
+        replay = _REPLAY.get()
+        gate = self.gate
+        if replay is not None:  # the owner approves a staged write: same targets, or refuse
+            if [(t.id, t.version) for t in op.targets] != replay.targets:
+                raise errors.ProtocolError(
+                    errors.ENTRY_NOT_FOUND,
+                    f"the target of pending approval {replay.pending_id} in {payload['track']}/"
+                    f"{payload['scope']} changed since it was staged; nothing was changed",
+                    {"track": payload["track"], "scope": payload["scope"], "match": op.match})
+            gate = replay.approver
+        decision = approval.decide(self.config(), payload, w.write, gate)
         if not decision.allowed:
-            self._record(f"{payload['action']}-denied", payload, w, decision.label,
-                         f"{payload['action']}-denied {payload['track']}/{payload['scope']} "
+            action = payload["action"]
+            if (decision.outcome == "unavailable" and decision.policy == "ask"
+                    and self.stage_pending and replay is None):
+                pid = self._stage(payload, w, op, decision)
+                raise errors.write_denied(
+                    "pending", f"nobody could be asked, so the write was staged as pending "
+                    f"approval {pid}; the owner can run `filemem approve {pid}`",
+                    pendingId=pid)
+            self._record(f"{action}-denied", payload, w, decision.label,
+                         f"{action}-denied {payload['track']}/{payload['scope']} "
                          f"({decision.outcome}): {payload['text']}")
             raise errors.write_denied(decision.outcome, decision.detail)
         for _ in range(_COMMIT_ATTEMPTS):
@@ -239,6 +285,39 @@ class Provider:
             except HeadMoved:
                 continue  # someone committed with git meanwhile: re-run on the new HEAD
         raise RuntimeError("the store's branch kept moving during the write; try again")
+
+    def _stage(self, payload: dict[str, Any], w: Writer, op: Replayable,
+               decision: Decision) -> str:
+        """Save the write for the owner and leave an ``<action>-pending`` row."""
+        write = {k: v for k, v in w.write.items() if k != "gate"}
+        pid = self.store.pending.stage({
+            "createdAt": now_ms(), "action": payload["action"], "payload": payload,
+            "method": op.method, "arg": op.arg, "verb": op.verb, "write": write,
+            "targets": [[t.id, t.version] for t in op.targets],
+        })
+        label = f"pending ({decision.label.split(' (', 1)[1][:-1]}; staged as {pid})"
+        self._record(f"{payload['action']}-pending", payload, w, label,
+                     f"{payload['action']}-pending {payload['track']}/{payload['scope']} "
+                     f"(staged as {pid}): {payload['text']}")
+        return pid
+
+    def _run_pending(self, record: dict[str, Any], approver: Gate) -> dict[str, Any]:
+        """Run a staged write again through the full pipeline, approved by ``approver``
+        (re-resolve, budget re-check; refused if a target changed since it was staged).
+        For the owner's CLI (:mod:`filemem.owner`); never exposed to agents."""
+        token = _REPLAY.set(Replay(str(record["id"]), approver,
+                                   [(str(i), int(v)) for i, v in record.get("targets", [])]))
+        try:
+            if record["method"] == "seed":
+                return self._seed(record["arg"], writer_of(record["write"]),
+                                  record.get("verb") or "seed")
+            if record["method"] not in ("add", "replace", "remove", "consolidate"):
+                raise errors.invalid_input(f"unknown pending write {record['method']!r}")
+            result: dict[str, Any] = getattr(self, record["method"])(record["arg"],
+                                                                     record["write"])
+            return result
+        finally:
+            _REPLAY.reset(token)
 
     def _record(self, action: str, payload: dict[str, Any], w: Writer, label: str,
                 subject: str) -> None:
@@ -281,7 +360,7 @@ class Provider:
             return {"entry": self._protocol(entry),
                     "usage": self._usage(txn.state, entry.track, entry.scope)}
 
-        return self._approve_and_commit(payload, w, apply)
+        return self._approve_and_commit(payload, w, apply, Replayable("add", input))
 
     def replace(self, input: Any, write: Any) -> dict[str, Any]:
         w = writer_of(write)
@@ -319,7 +398,8 @@ class Provider:
             return {"previous": previous, "entry": self._protocol(new),
                     "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply)
+        return self._approve_and_commit(payload, w, apply,
+                                        Replayable("replace", input, [target], match))
 
     def remove(self, input: Any, write: Any) -> dict[str, Any]:
         w = writer_of(write)
@@ -342,7 +422,8 @@ class Provider:
                 subject=f"remove {track}/{scope}: {current.text}", body=current.text)
             return {"entry": removed, "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply)
+        return self._approve_and_commit(payload, w, apply,
+                                        Replayable("remove", input, [target], match))
 
     def consolidate(self, input: Any, write: Any) -> dict[str, Any]:
         w = writer_of(write)
@@ -397,7 +478,8 @@ class Provider:
             return {"removed": removed, "entry": self._protocol(entry),
                     "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply)
+        return self._approve_and_commit(payload, w, apply, Replayable(
+            "consolidate", input, targets, ", ".join(matches)))
 
     def seed(self, inputs: Any, write: Any) -> dict[str, Any]:
         w = writer_of(write)
@@ -437,7 +519,7 @@ class Provider:
                        body=summary)
             return {"added": len(made), "entries": [self._protocol(e) for e in made]}
 
-        return self._approve_and_commit(payload, w, apply)
+        return self._approve_and_commit(payload, w, apply, Replayable("seed", inputs, verb=verb))
 
     # ------------------------------------------------------------ reads
 

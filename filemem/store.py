@@ -44,6 +44,7 @@ from .gitindex import GitIndex, IndexUnsupported, rebuild
 from .gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
 from .layout import entry_path, is_entry_path, layer_dir, path_problem
 from .model import LAYERS, Entry, now_ms
+from .pending import PendingStore
 from .recall import RecallCounters
 
 META_DIR: Final = ".filemem"
@@ -156,6 +157,7 @@ class Store:
         with private_files():
             os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
         self.ledger = Ledger(self.meta)
+        self.pending = PendingStore(self.meta)
         self.recall = RecallCounters(self.meta)
         self.journal = worktree.Journal.at(self.meta)
         self._state: State | None = None

@@ -18,10 +18,11 @@ def make_provider(store_path: str | os.PathLike[str], budgets: Any = None,
     """A provider on a fresh store at ``store_path`` (created if missing).
 
     With a ``gate`` every write asks it (policy ``ask``), as the protocol's golden reference
-    does; without one every write is allowed (policy ``auto``).
+    does; without one every write is allowed (policy ``auto``). Pending staging is off, as
+    in the reference: a gate that answers ``unavailable`` gets WRITE_DENIED ``unavailable``.
     """
     import filemem
 
     return filemem.open_store(store_path, create=True, budgets=budgets, gate=gate,
                               write_policy="ask" if gate is not None else "auto",
-                              write_policies={})
+                              write_policies={}, stage_pending=False)

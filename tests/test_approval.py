@@ -86,7 +86,8 @@ def test_off_rejects_without_asking(make_provider: MakeProvider, store_path: Pat
 
 
 def test_ask_without_any_gate_is_unavailable(make_provider: MakeProvider) -> None:
-    p = make_provider(write_policy="ask")
+    """With staging turned off (the reference's behaviour); staging: tests/test_pending.py."""
+    p = make_provider(write_policy="ask", stage_pending=False)
     err = expect("WRITE_DENIED", lambda: p.add({**UG, "text": "nobody home"}, ctx()))
     assert err.details == {"outcome": "unavailable"}
     assert err.message.startswith("memory write not approved (approval outcome: unavailable")
@@ -145,7 +146,7 @@ def test_non_callable_write_gate_falls_back_to_provider_gate(make_provider: Make
 
 
 def test_write_policies_precedence(make_provider: MakeProvider) -> None:
-    p = make_provider(write_policy="ask", write_policies={
+    p = make_provider(write_policy="ask", stage_pending=False, write_policies={
         "user/workspace": "off", "agent/user-global": "auto", "source:claude": "auto"})
     # unmatched: the global ask, nobody to ask
     err = expect("WRITE_DENIED", lambda: p.add({**UG, "text": "a"}, ctx()))
@@ -425,7 +426,7 @@ def test_denied_write_changes_nothing_and_leaves_a_row(
         filled: filemem.Provider, make_provider: MakeProvider, store_path: Path,
         action: str, answer: str) -> None:
     gate = Recorder(answer)
-    p = make_provider(write_policy="ask", gate=gate)
+    p = make_provider(write_policy="ask", stage_pending=False, gate=gate)
     before = p.list_entries()
     err = expect("WRITE_DENIED", lambda: do_write(p, action, ctx("s-deny")))
     assert err.details == {"outcome": answer}
@@ -445,7 +446,7 @@ def test_denied_write_changes_nothing_and_leaves_a_row(
 
 @pytest.mark.parametrize("answer", [None, "", 1])
 def test_a_non_answer_is_unavailable(make_provider: MakeProvider, answer: Any) -> None:
-    p = make_provider(write_policy="ask", gate=Recorder(answer))
+    p = make_provider(write_policy="ask", stage_pending=False, gate=Recorder(answer))
     err = expect("WRITE_DENIED", lambda: p.add({**UG, "text": "x"}, ctx()))
     assert err.details == {"outcome": "unavailable"}
     assert p.list_entries() == []
@@ -458,7 +459,7 @@ def test_a_raising_gate_fails_closed(filled: filemem.Provider, make_provider: Ma
     def broken(req: filemem.ApprovalRequest) -> str:
         raise RuntimeError("prompt crashed")
 
-    p = make_provider(write_policy="ask")
+    p = make_provider(write_policy="ask", stage_pending=False)
     before = p.list_entries()
     err = expect("WRITE_DENIED", lambda: do_write(p, action, ctx(gate=broken)))
     assert err.details == {"outcome": "unavailable"}

@@ -287,7 +287,9 @@ def test_exit_codes(store: Path) -> None:
     assert_clean_repo(store)
 
 
-def test_write_without_yes_and_no_terminal_is_denied(store: Path) -> None:
+def test_write_without_yes_and_no_terminal_is_staged(store: Path) -> None:
+    """Nobody to ask (stdin is not a terminal, no --yes): the write is staged as a pending
+    approval for the owner, not written and not lost (exit 3, WRITE_DENIED `pending`)."""
     ok("add", "--yes", "--track", "user", "--scope", "user-global", "Prefers tea", store=store)
     n = commits(store)
     for args in (("add", "Prefers coffee"),
@@ -295,12 +297,14 @@ def test_write_without_yes_and_no_terminal_is_denied(store: Path) -> None:
                  ("remove", "--track", "user", "--scope", "user-global", "tea")):
         out = run_cli(*args, store=store)  # stdin is /dev/null: nobody to ask
         assert out.returncode == 3, out.stderr
-        assert "WRITE_DENIED" in out.stderr and "unavailable" in out.stderr
-        assert "--yes" in out.stderr
+        assert "WRITE_DENIED" in out.stderr and "pending" in out.stderr
+        assert "filemem approve" in out.stderr
         row = as_json("audit", "--limit", "1", store=store)[0]
-        assert row["action"] == f"{args[0]}-denied"
-        assert row["outcome"].startswith("unavailable")
+        assert row["action"] == f"{args[0]}-pending"
+        assert row["outcome"].startswith("pending")
     assert [e["text"] for e in as_json("list", store=store)] == ["Prefers tea"]
+    assert [r["payload"]["action"] for r in as_json("pending", store=store)] == \
+        ["add", "replace", "remove"]
     assert commits(store) == n + 3  # three audit-only commits
     assert git(store, "diff", "--stat", "HEAD~3", "HEAD") == ""
     assert_clean_repo(store)

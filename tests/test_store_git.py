@@ -171,7 +171,7 @@ def test_each_write_is_one_clean_commit(kind: str, seeded: filemem.Provider,
 
 def test_denied_write_leaves_a_denied_row_in_the_commit(make_provider: MakeProvider,
                                                         store_path: Path) -> None:
-    p = make_provider(write_policy="ask")  # no gate: nobody to ask
+    p = make_provider(write_policy="ask", stage_pending=False)  # no gate: nobody to ask
     with pytest.raises(filemem.ProtocolError) as info:
         p.add({**UG, "text": "wish list"}, ctx())
     assert info.value.details["outcome"] == "unavailable"
