@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -584,9 +584,13 @@ class Store:
 
     def dirty_paths(self, state: State, paths: list[str]) -> list[str]:
         """Which of ``paths`` have uncommitted changes in the working tree (hand edits)."""
+        return self.dirty_paths_at(paths, state.blobs)
+
+    def dirty_paths_at(self, paths: list[str], head_blobs: Mapping[str, str | None]) -> list[str]:
+        """Which of ``paths`` differ in the working tree from their blob at HEAD."""
         index = self.index()
         return [p for p in paths
-                if not worktree.is_clean(self.root, p, state.blobs.get(p), index)]
+                if not worktree.is_clean(self.root, p, head_blobs.get(p), index)]
 
     def last_seq(self, state: State) -> int:
         """The highest audit seq so far (HEAD's last row, or the ledger's)."""
@@ -701,7 +705,7 @@ class Transaction:
         Raises WRITE_DENIED (outcome ``hand-edit-pending``) if a file to change has
         uncommitted hand edits, and HeadMoved if the branch moved meanwhile.
         """
-        store, st, git = self.store, self.state, self.store.git
+        st, git = self.state, self.store.git
         changes: dict[str, bytes | None] = {}
         for e in deletes:
             changes[st.paths[e.id]] = None
@@ -713,11 +717,25 @@ class Transaction:
             previous = git.read_blob(st.blobs[old_path]) \
                 if old_path is not None and e.id in st.noncanonical else None
             changes[path] = codec.encode(e, previous)
+        return self.commit_files(changes, rows=rows, subject=subject, body=body,
+                                 evolve=(puts, deletes))
+
+    def commit_files(self, changes: dict[str, bytes | None], *, rows: list[AuditRow],
+                     subject: str, body: str = "", parents: list[str] | None = None,
+                     evolve: tuple[list[Entry], list[Entry]] | None = None) -> str:
+        """Write one commit changing files (None deletes) on top of HEAD, with extra
+        ``parents`` for a merge; the journal, the compare-and-swap and the working tree as
+        in :meth:`commit`. Without ``evolve`` (the entries put and deleted) the view of
+        HEAD is rebuilt from the new tree on the next read."""
+        store, st, git = self.store, self.state, self.store.git
+        head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
+                      for p in changes}
         if changes:
             store.check_writable(list(changes))
         # a path new to HEAD is a fresh id's file: nothing to check there (the file is
         # created exclusively below, so nothing that appeared meanwhile is overwritten)
-        dirty = store.dirty_paths(st, [p for p in changes if p in st.blobs])
+        dirty = store.dirty_paths_at([p for p, sha in head_blobs.items() if sha is not None],
+                                     head_blobs)
         if dirty:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
         ts = now_ms()
@@ -731,11 +749,12 @@ class Transaction:
             tree, blobs = git.splice(st.tree, changes, pending)
         else:
             tree, blobs = st.tree, {}
-        commit = git.make_commit(tree, [st.head], message, IDENT, ts // 1000, pending)
+        commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
+                                 pending)
         git.write(pending)
         if changes:
-            store.journal.begin(st.head, commit,
-                                {p: (st.blobs.get(p), blobs.get(p)) for p in changes})
+            store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
+                                                  for p in changes})
         if not git.cas_head(st.head, commit, subject):
             store.journal.clear()
             raise HeadMoved(f"the branch moved while writing {subject!r}")
@@ -749,7 +768,7 @@ class Transaction:
                         index.remove(path)
                     else:
                         index.set(path, blobs[path], worktree.write(
-                            store.root, path, data, new=path not in st.blobs))
+                            store.root, path, data, new=head_blobs[path] is None))
                 store._write_index(index)
                 store.journal.clear()
             except (OSError, TimeoutError) as exc:
@@ -757,7 +776,10 @@ class Transaction:
                 # puts the working tree in step with HEAD
                 log.warning("filemem: commit %s is written, but updating the working tree "
                             "failed (%s); it will be repaired on the next write", commit, exc)
-        self.state = store._state = _evolve(st, commit, tree, puts, deletes, blobs)
+        if evolve is not None:
+            self.state = store._state = _evolve(st, commit, tree, *evolve, blobs)
+        else:
+            self.state = store.checked()  # reloads the view from the new HEAD
         store._unsaved += len(changes)
         if store._unsaved >= _SAVE_EVERY and time.monotonic() - store._saved_at > _SAVE_INTERVAL:
             store._save_cache(self.state)
