@@ -8,6 +8,7 @@ and waits for ``{"result": {"outcome": ...}}``; an error answer or a closed stdi
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -252,10 +253,14 @@ class Bridge:
             if item is None:
                 break
             kind, value = item
-            if kind == "parse-error":
-                self._error(None, PARSE_ERROR, f"parse error: {value}")
-            else:
-                self.handle(value)
+            try:
+                if kind == "parse-error":
+                    self._error(None, PARSE_ERROR, f"parse error: {value}")
+                else:
+                    self.handle(value)
+            except BrokenPipeError:  # the host is gone: nobody is left to answer
+                log.warning("filemem bridge: the host closed stdout; stopping")
+                return 0
         return 0
 
 
@@ -281,4 +286,5 @@ def run(store: str | None, *, budgets: Any = None, approval: str = "host") -> in
         return bridge.serve()
     finally:
         provider.close()
-        out.close()
+        with contextlib.suppress(BrokenPipeError):  # an answer the host did not stay for
+            out.close()
