@@ -28,7 +28,8 @@ __version__ = "0.1.0"
 
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False,
                gate: Gate | None = None, budgets: Any = None, write_policy: str | None = None,
-               write_policies: Any = None, stage_pending: bool = True) -> Provider:
+               write_policies: Any = None, stage_pending: bool = True,
+               validate: bool = True) -> Provider:
     """Open the store at ``path`` (default: see :func:`default_store_path`) as a Provider.
 
     ``create=True`` makes the store if the folder is missing or empty. ``gate`` is called
@@ -37,13 +38,16 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     ``write_policies`` override the store's ``filemem.yaml`` for this process only. Under
     ``ask`` with no gate to ask, a write is staged as a pending approval for the owner
     (``filemem pending``) unless ``stage_pending=False``, which refuses it (``unavailable``).
+    ``validate=False`` opens a store with invalid files at HEAD (for repairing it); reads
+    still raise STORE_CORRUPT.
     """
     root = resolve_store_path(path)
     if create and (not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))):
         store = Store.create(root)
     else:
         store = Store(root)
-    store.checked()  # fail now on a corrupt or too-new store
+    if validate:
+        store.checked()  # fail now on a corrupt or too-new store
     return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,
                     write_policies=write_policies, stage_pending=stage_pending)
 

@@ -409,6 +409,27 @@ def decode(data: bytes) -> Decoded:
     return Decoded(_entry(values, body), extras, False)
 
 
+def decode_partial(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """The protocol fields a hand-written file gives (maybe none) and its text bytes.
+
+    A file without a front-matter block is all text. The same guards as :func:`decode`.
+    """
+    split = _split(data)
+    if split is None:
+        return {}, data
+    head, body = split
+    values = _canonical_fields(head)
+    if values is None:
+        values, _extras = _yaml_fields(head)
+    return values, body
+
+
+def complete(values: dict[str, Any], body: bytes, defaults: dict[str, Any]) -> Entry:
+    """An entry from a file's own fields, with ``defaults`` for the ones it leaves out
+    (timestamps as ISO strings, like a front-matter has them). CodecError if invalid."""
+    return _entry({**defaults, **values}, body)
+
+
 # ---------------------------------------------------------------- splicing
 
 

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -544,12 +544,13 @@ class Store:
     # ------------------------------------------------------------ writing
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """Hold the store lock, repair a half-done write if any, and work on a fresh view."""
+    def transaction(self, *, validate: bool = True) -> Iterator[Transaction]:
+        """Hold the store lock, repair a half-done write if any, and work on a fresh view
+        (validated unless ``validate=False``, for the owner repairing a bad file)."""
         with self.locked(), private_files():
             if self.journal.exists():
                 self._recover()
-            yield Transaction(self, self.checked())
+            yield Transaction(self, self.checked() if validate else self.state())
 
     def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
         """Refuse, before anything is written, a write the working tree cannot take: a
@@ -722,11 +723,13 @@ class Transaction:
 
     def commit_files(self, changes: dict[str, bytes | None], *, rows: list[AuditRow],
                      subject: str, body: str = "", parents: list[str] | None = None,
-                     evolve: tuple[list[Entry], list[Entry]] | None = None) -> str:
+                     evolve: tuple[list[Entry], list[Entry]] | None = None,
+                     allow_dirty: Collection[str] = ()) -> str:
         """Write one commit changing files (None deletes) on top of HEAD, with extra
         ``parents`` for a merge; the journal, the compare-and-swap and the working tree as
         in :meth:`commit`. Without ``evolve`` (the entries put and deleted) the view of
-        HEAD is rebuilt from the new tree on the next read."""
+        HEAD is rebuilt from the new tree. ``allow_dirty``: paths whose uncommitted content
+        is what is being committed (adopting hand edits)."""
         store, st, git = self.store, self.state, self.store.git
         head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
                       for p in changes}
@@ -734,8 +737,8 @@ class Transaction:
             store.check_writable(list(changes))
         # a path new to HEAD is a fresh id's file: nothing to check there (the file is
         # created exclusively below, so nothing that appeared meanwhile is overwritten)
-        dirty = store.dirty_paths_at([p for p, sha in head_blobs.items() if sha is not None],
-                                     head_blobs)
+        dirty = store.dirty_paths_at([p for p, sha in head_blobs.items()
+                                      if sha is not None and p not in allow_dirty], head_blobs)
         if dirty:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
         ts = now_ms()
@@ -768,7 +771,8 @@ class Transaction:
                         index.remove(path)
                     else:
                         index.set(path, blobs[path], worktree.write(
-                            store.root, path, data, new=head_blobs[path] is None))
+                            store.root, path, data,
+                            new=head_blobs[path] is None and path not in allow_dirty))
                 store._write_index(index)
                 store.journal.clear()
             except (OSError, TimeoutError) as exc:
@@ -779,7 +783,7 @@ class Transaction:
         if evolve is not None:
             self.state = store._state = _evolve(st, commit, tree, *evolve, blobs)
         else:
-            self.state = store.checked()  # reloads the view from the new HEAD
+            self.state = store.state()  # reloads the view from the new HEAD
         store._unsaved += len(changes)
         if store._unsaved >= _SAVE_EVERY and time.monotonic() - store._saved_at > _SAVE_INTERVAL:
             store._save_cache(self.state)

@@ -123,7 +123,9 @@ def yes_option(f: F) -> F:
                         help="Approve the write without a prompt (for scripts).")(f)
 
 
-def open_store(store_path: str | None, *, yes: bool = False) -> Any:
+def open_store(store_path: str | None, *, yes: bool = False, validate: bool = True) -> Any:
+    """The store with the CLI's approval transport: --yes, else the terminal if there is
+    one, else none (under `ask` the write is then staged as a pending approval)."""
     import filemem
 
     if yes:
@@ -131,8 +133,8 @@ def open_store(store_path: str | None, *, yes: bool = False) -> Any:
     elif sys.stdin.isatty() and sys.stderr.isatty():
         gate = TerminalPrompt()
     else:
-        gate = None  # nobody to ask: under `ask` the write fails closed (unavailable)
-    return filemem.open_store(store_path, gate=gate)
+        gate = None
+    return filemem.open_store(store_path, gate=gate, validate=validate)
 
 
 def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:

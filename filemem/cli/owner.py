@@ -92,3 +92,140 @@ def reject(ids: tuple[str, ...], everything: bool, reason: str | None, store_pat
         emit_json({"rejected": done})
     elif not done:
         click.echo("No pending approvals.")
+
+
+# ---------------------------------------------------------------- hand edits
+
+
+def _status_line(change: Any) -> str:
+    mark = {"edited": "M", "added": "A", "deleted": "D"}[change.kind]
+    label = change.path
+    if change.target and change.target != change.path:
+        label += " (gets an id and front-matter when adopted)"
+    text = ""
+    entry = change.after or change.before
+    if entry is not None:
+        text = f"  {one_line(entry.text, 60)}"
+    line = f"  {mark} {label}{text}"
+    if change.problem:
+        line += f"\n      cannot adopt: {change.problem}"
+    return line
+
+
+@main.command()
+@store_option
+@json_option
+@command
+def status(store_path: str | None, as_json: bool) -> None:
+    """Show what you changed in the store's files that is not committed yet: edited,
+    added and deleted entries, and why a file could not be adopted."""
+    from .. import handedits
+
+    with open_store(store_path, validate=False) as store:
+        changes = handedits.status(store.store)
+    if as_json:
+        emit_json([c.to_json() for c in changes])
+        return
+    if not changes:
+        click.echo("Nothing to adopt: the working tree matches the memory agents see.")
+        return
+    click.echo("Changes agents do not see yet (M edited, A added, D deleted):")
+    for c in changes:
+        click.echo(_status_line(c))
+    click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
+               "`filemem discard [PATH...]` puts files back as committed.")
+
+
+def _diff(store: Any, change: Any) -> str:
+    import difflib
+
+    from .. import worktree
+
+    head_blob = store.state().blobs.get(change.path) if change.is_entry else \
+        store.git.blob_at(store.state().tree, change.path)
+    before = store.git.read_blob(head_blob).decode("utf-8", "replace") if head_blob else ""
+    after = worktree.read(store.root, change.path)
+    after_text = after.decode("utf-8", "replace") if after is not None else ""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after_text.splitlines(keepends=True),
+        fromfile=f"a/{change.path}" if head_blob else "/dev/null",
+        tofile=f"b/{change.path}" if after is not None else "/dev/null")
+    # like git: a last line without a newline is marked, not glued to the next one
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+
+
+def _confirm(question: str, yes: bool) -> bool:
+    import sys
+
+    if yes:
+        return True
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        click.echo("filemem: no terminal to ask; pass --yes to confirm", err=True)
+        return False
+    return click.confirm(question, default=False, err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--yes", "-y", is_flag=True, help="Adopt without asking.")
+@store_option
+@json_option
+@command
+def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Commit your edits of the files at PATHS (default: all) so agents see them.
+
+    Shows the diff and asks (default No). Each file is validated; a file you wrote from
+    scratch gets an id and front-matter. One commit, with an `edit` audit row per file.
+    """
+    import sys
+
+    from .. import handedits
+
+    with open_store(store_path, validate=False) as store:
+        changes = handedits.select(handedits.status(store.store), store.path,
+                                   paths or None)
+        bad = [c for c in changes if c.problem]
+        for c in changes:
+            if not as_json:
+                click.echo(_diff(store.store, c), nl=False, err=True)
+        if bad:
+            for c in bad:
+                click.echo(f"filemem: cannot adopt {c.path}: {c.problem}", err=True)
+            sys.exit(1)
+        if not _confirm(f"Adopt {len(changes)} change(s)?", yes):
+            click.echo("Nothing adopted.", err=True)
+            sys.exit(3)
+        done = handedits.adopt(store.store, [c.path for c in changes])
+    if as_json:
+        emit_json([c.to_json() for c in done])
+    else:
+        click.echo(f"Adopted {len(done)} change(s) in one commit.")
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--yes", "-y", is_flag=True, help="Discard without asking.")
+@store_option
+@json_option
+@command
+def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
+    back as committed, and files you added are deleted. Asks first (default No)."""
+    import sys
+
+    from .. import handedits
+
+    with open_store(store_path, validate=False) as store:
+        changes = handedits.select(handedits.status(store.store), store.path, paths or None)
+        if not as_json:
+            for c in changes:
+                click.echo(_status_line(c), err=True)
+        if not _confirm(f"Discard {len(changes)} change(s)? This cannot be undone", yes):
+            click.echo("Nothing discarded.", err=True)
+            sys.exit(3)
+        done = handedits.discard(store.store, [c.path for c in changes])
+    if as_json:
+        emit_json([c.to_json() for c in done])
+    else:
+        click.echo(f"Discarded {len(done)} change(s).")

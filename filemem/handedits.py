@@ -1,0 +1,334 @@
+"""Hand edits: what a person changed in the working tree, and adopting or discarding it.
+
+Agents see only what is committed (DESIGN.md §3). A person's edit stays an uncommitted
+change until the owner adopts it: :func:`status` lists edited, added and deleted entry files
+(and edits of the store's own files), with the reason a file cannot be adopted;
+:func:`adopt` validates the chosen changes, fills in what a hand-written file leaves out
+(id, front-matter, version, timestamps), checks budgets and commits them as one commit with
+``edit`` audit rows; :func:`discard` puts files back as they are at HEAD.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import codec, errors, worktree
+from . import config as config_mod
+from .auditlog import row
+from .codec import CodecError
+from .config import Config
+from .layout import (
+    NO_WORKSPACE_DIR,
+    SHARED_DIR,
+    entry_path,
+    id_from_path,
+    is_entry_path,
+    key_dir,
+)
+from .model import SCOPES, TRACKS, Entry, iso_ms, new_id, now_ms, utf16_len
+from .store import CONFIG_FILE, HeadMoved, State, Store, Transaction, private_files
+
+HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
+OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"
+STORE_FILES: Final = (CONFIG_FILE, "README.md", ".gitignore", ".gitattributes")
+
+
+@dataclass
+class Change:
+    """One file that differs from HEAD."""
+
+    path: str  # store-relative, POSIX
+    kind: str  # "edited" | "added" | "deleted"
+    before: Entry | None = None  # the entry at HEAD (edited, deleted)
+    after: Entry | None = None  # what adopting would commit (edited, added)
+    problem: str | None = None  # why it cannot be adopted
+    data: bytes | None = field(default=None, repr=False)  # the working-tree bytes
+    target: str | None = None  # where the adopted entry's file goes (added: may differ)
+
+    @property
+    def is_entry(self) -> bool:
+        return is_entry_path(self.path)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "kind": self.kind,
+                               "adoptable": self.problem is None}
+        if self.problem is not None:
+            out["problem"] = self.problem
+        if self.before is not None:
+            out["id"] = self.before.id
+        elif self.after is not None:
+            out["id"] = self.after.id
+        if self.after is not None:
+            out["entry"] = self.after.to_protocol()
+        if self.target is not None and self.target != self.path:
+            out["moveTo"] = self.target
+        return out
+
+
+def _working_files(root: str) -> set[str]:
+    """Files under the track folders of the working tree (temp files left out)."""
+    found: set[str] = set()
+    for top in TRACKS:
+        base = os.path.join(root, top)
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            rel = os.path.relpath(folder, root).replace(os.sep, "/")
+            for name in files:
+                if name.endswith(worktree.TMP_SUFFIX):
+                    continue
+                found.add(f"{rel}/{name}")
+    return found
+
+
+def _keys_from_folder(state: State, path: str) -> tuple[dict[str, Any], str | None]:
+    """track/scope/workspaceKey/agentKey a file's folder stands for, as far as it tells."""
+    parts = path.split("/")
+    track, scope = parts[0], parts[1] if len(parts) > 1 else ""
+    if track not in TRACKS or scope not in SCOPES:
+        return {}, f"{path} is not under <track>/<scope>/ (user|agent / user-global|workspace)"
+    folders = parts[2:-1]
+    want = 2 if scope == "workspace" else 1
+    if len(folders) != want:
+        shape = "<workspace>/<agent>/" if scope == "workspace" else "<agent>/"
+        return {}, f"{path} is not in a {track}/{scope}/{shape} folder"
+    values: dict[str, Any] = {"track": track, "scope": scope}
+    if scope == "user-global":
+        values["workspaceKey"] = ""
+    known_agents = {key_dir(e.agent_key): e.agent_key for e in state.entries.values()
+                    if e.agent_key}
+    known_workspaces = {key_dir(e.workspace_key): e.workspace_key
+                        for e in state.entries.values() if e.workspace_key}
+    agent_dir = folders[-1]
+    if agent_dir == SHARED_DIR:
+        values["agentKey"] = ""
+    elif agent_dir in known_agents:
+        values["agentKey"] = known_agents[agent_dir]
+    if scope == "workspace":
+        ws_dir = folders[0]
+        if ws_dir == NO_WORKSPACE_DIR:
+            values["workspaceKey"] = ""
+        elif ws_dir in known_workspaces:
+            values["workspaceKey"] = known_workspaces[ws_dir]
+    return values, None
+
+
+def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
+               now: int) -> tuple[Entry | None, str | None, str | None]:
+    """(the entry adopting ``path`` would commit, its file's path, or the problem)."""
+    try:
+        values, body = codec.decode_partial(data)
+    except CodecError as exc:
+        return None, None, str(exc)
+    folder_values, problem = _keys_from_folder(state, path)
+    if problem is not None:
+        return None, None, problem
+    if before is not None:  # an edit: same entry, next version
+        defaults: dict[str, Any] = {**codec.field_values(before)}
+        values = {k: v for k, v in values.items() if k not in ("version", "updatedAt")}
+        defaults.update(version=before.version + 1, updatedAt=iso_ms(max(now, before.updated_at)))
+    else:
+        defaults = {"id": id_from_path(path) or new_id(), "source": HAND_SOURCE, "tags": [],
+                    "version": 1, "createdAt": iso_ms(now), "updatedAt": iso_ms(now),
+                    "sessionId": None, **folder_values}
+    missing = [k for k in ("workspaceKey", "agentKey") if k not in values and k not in defaults]
+    if missing:
+        return None, None, (f"cannot tell the {' and '.join(missing)} from the folders of "
+                            f"{path}; add them to the front-matter")
+    try:
+        entry = codec.complete(values, body, defaults)
+    except CodecError as exc:
+        return None, None, str(exc)
+    if before is not None and entry.id != before.id:
+        return None, None, f"the id was changed (the file is {before.id}'s)"
+    target = entry_path(entry)
+    if before is not None and target != path:
+        return None, None, (f"the front-matter moves the entry to another layer ({target}); "
+                            "edit the text only, or write a new file in the other folder")
+    stated = id_from_path(path)
+    if before is None and stated is not None and stated != entry.id:
+        return None, None, f"the file name says id {stated} but the front-matter says {entry.id}"
+    return entry, target, None
+
+
+def status(store: Store) -> list[Change]:
+    """Everything in the working tree that differs from HEAD, in path order."""
+    state = store.state()
+    head_files = {p for p in state.blobs} | set(state.corrupt)
+    index = store.index()
+    changes: list[Change] = []
+    now = now_ms()
+    by_path = {p: state.entries[i] for i, p in state.paths.items()}
+    for path in sorted(head_files):
+        if worktree.is_clean(store.root, path, state.blobs.get(path), index):
+            continue
+        data = worktree.read(store.root, path)
+        before = by_path.get(path)
+        if data is None:
+            changes.append(Change(path, "deleted", before=before))
+            continue
+        entry, target, problem = _adoptable(state, path, data, before, now)
+        changes.append(Change(path, "edited", before, entry, problem, data, target))
+    # an id is free again if its file was deleted (a person moving a file to another layer)
+    seen_ids = {e.id for e in state.entries.values()} - {
+        c.before.id for c in changes if c.kind == "deleted" and c.before is not None}
+    for path in sorted(_working_files(store.root) - head_files):
+        data = worktree.read(store.root, path)
+        if data is None:
+            continue
+        if not path.endswith(".md"):
+            changes.append(Change(path, "added", problem="not an entry file (entries end in "
+                                                          ".md)", data=data))
+            continue
+        entry, target, problem = _adoptable(state, path, data, None, now)
+        if entry is not None and entry.id in seen_ids:
+            problem = f"id {entry.id} is already used by another entry"
+            entry = None
+        if entry is not None:
+            seen_ids.add(entry.id)
+        changes.append(Change(path, "added", None, entry, problem, data, target))
+    for path in STORE_FILES:
+        head_blob = store.git.blob_at(state.tree, path)
+        if worktree.is_clean(store.root, path, head_blob, index):
+            continue
+        data = worktree.read(store.root, path)
+        kind = "deleted" if data is None else ("edited" if head_blob else "added")
+        problem = None
+        if path == CONFIG_FILE:
+            problem = "filemem.yaml cannot be deleted" if data is None else _config_problem(data)
+        changes.append(Change(path, kind, problem=problem, data=data))
+    _check_budgets(state, state.config or Config(), changes)
+    return changes
+
+
+def _config_problem(data: bytes) -> str | None:
+    try:
+        config_mod.parse(config_mod.load_yaml(data))
+    except errors.ProtocolError as exc:
+        return exc.message
+    except Exception as exc:  # YAML errors of any kind
+        return f"not valid YAML: {exc}"
+    return None
+
+
+def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
+    """Mark the entry changes of a layer that adopting everything would put over budget."""
+    usage = dict(state.usage)
+    for c in changes:
+        if c.problem is not None or not c.is_entry:
+            continue
+        if c.before is not None:
+            usage[c.before.layer] -= c.before.size
+        if c.after is not None:
+            usage[c.after.layer] += c.after.size
+    for layer, used in usage.items():
+        limit = cfg.limit(*layer)
+        if used <= limit:
+            continue
+        for c in changes:
+            grows = c.after is not None and c.after.layer == layer and c.problem is None and (
+                c.before is None or c.after.size > c.before.size)
+            if grows:
+                c.problem = (f"over budget: adopting the changes in {layer[0]}/{layer[1]} "
+                             f"needs {used}/{limit} chars; shorten or remove entries first")
+
+
+def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> list[Change]:
+    """The changes named by ``paths`` (absolute, store-relative or relative to the current
+    folder; a folder selects what is under it); all of them when ``paths`` is None."""
+    if paths is None:
+        return changes
+    wanted: list[str] = []
+    for p in paths:
+        full = os.path.abspath(p) if os.path.exists(p) or os.path.isabs(p) else \
+            os.path.join(root, p)
+        rel = os.path.relpath(full, root).replace(os.sep, "/")
+        if rel.startswith("../") or rel == "..":
+            raise errors.invalid_input(f"{p} is not inside the store {root}")
+        wanted.append("" if rel == "." else rel)
+    picked = [c for c in changes
+              if any(w == "" or c.path == w or c.path.startswith(w.rstrip("/") + "/")
+                     for w in wanted)]
+    if not picked:
+        raise errors.invalid_input(
+            f"nothing to do for {', '.join(paths)}: no uncommitted change there "
+            "(see `filemem status`)")
+    return picked
+
+
+def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
+    """Commit the chosen hand edits as one commit with ``edit`` audit rows."""
+    for _ in range(5):
+        try:
+            # not validated: adopting a fix is how a person repairs a bad file at HEAD
+            with store.transaction(validate=False) as txn:
+                changes = select(status(store), store.root, paths)
+                bad = [c for c in changes if c.problem is not None]
+                if bad:
+                    raise errors.invalid_input("cannot adopt " + "; ".join(
+                        f"{c.path}: {c.problem}" for c in bad) + "; nothing was adopted")
+                _commit(txn, changes)
+                return changes
+        except HeadMoved:
+            continue
+    raise RuntimeError("the store's branch kept moving; try again")
+
+
+def _commit(txn: Transaction, changes: list[Change]) -> None:
+    files: dict[str, bytes | None] = {}
+    rows = []
+    for c in changes:
+        if not c.is_entry:
+            files[c.path] = c.data
+            rows.append(row("edit", text=f"{c.kind} {c.path}", outcome=OUTCOME, source="owner"))
+            continue
+        if c.kind == "deleted":
+            assert c.before is not None
+            files[c.path] = None
+            rows.append(row("edit", track=c.before.track, scope=c.before.scope,
+                            entry_id=c.before.id, text=c.before.text,
+                            outcome=f"{OUTCOME}: deleted", source=c.before.source))
+            continue
+        assert c.after is not None and c.target is not None and c.data is not None
+        has_front_matter = c.data.startswith((b"---", b"\xef\xbb\xbf---"))
+        files[c.target] = codec.encode(c.after, c.data if has_front_matter else None)
+        if c.target != c.path:
+            files[c.path] = None  # a hand-named file becomes <id>.md
+        rows.append(row("edit", track=c.after.track, scope=c.after.scope,
+                        entry_id=c.after.id, text=c.after.text,
+                        outcome=f"{OUTCOME}: {c.kind}", source=c.after.source))
+    subject = f"edit: adopt {len(changes)} hand edit{'s' if len(changes) != 1 else ''}"
+    body = "\n".join(f"{c.kind}: {c.path}" for c in changes)
+    allow = {c.path for c in changes} | {c.target for c in changes if c.target}
+    txn.commit_files(files, rows=rows, subject=subject, body=body, allow_dirty=allow)
+
+
+def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
+    """Put the chosen files back as they are at HEAD (a file added by hand is deleted)."""
+    with store.locked(), private_files():
+        changes = select(status(store), store.root, paths)
+        state = store.state()
+        index = store.index()
+        for c in changes:
+            head_blob = state.blobs.get(c.path) if c.is_entry else \
+                store.git.blob_at(state.tree, c.path)
+            if head_blob is None:
+                worktree.remove(store.root, c.path)
+                continue
+            st = worktree.write(store.root, c.path, store.git.read_blob(head_blob))
+            index.set(c.path, head_blob, st)
+        store._write_index(index)
+        return changes
+
+
+def sizes(change: Change) -> tuple[int, int]:
+    """(size before, size after) in code units, for a summary line."""
+    before = change.before.size if change.before else 0
+    after = change.after.size if change.after else (utf16_len(change.data.decode("utf-8",
+                                                    "replace")) if change.data else 0)
+    return before, after
+
+
+__all__ = ["Change", "adopt", "discard", "select", "sizes", "status"]
