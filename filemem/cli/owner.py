@@ -229,3 +229,73 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
         emit_json([c.to_json() for c in done])
     else:
         click.echo(f"Discarded {len(done)} change(s).")
+
+
+# ---------------------------------------------------------------- history
+
+
+@main.command(name="log")
+@click.option("--entry", "entry_id", metavar="ID", help="Only this entry's history (an id or "
+              "a unique prefix), with the version each step made.")
+@click.option("--limit", type=click.IntRange(1), help="At most this many rows.")
+@store_option
+@json_option
+@command
+def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_json: bool) -> None:
+    """Show the memory's history from git: who changed what, when, and who approved it."""
+    from .. import history
+
+    with open_store(store_path, validate=False) as store:
+        items = history.log(store.store, entry_id, limit)
+    if as_json:
+        emit_json(items)
+        return
+    if not items:
+        click.echo("No history." if entry_id is None else f"No history for {entry_id}.")
+    for it in items:
+        layer = f" {it['track']}/{it['scope']}" if it.get("track") else ""
+        version = f" v{it['version']}" if it.get("version") else ""
+        who = f" session {it['sessionId']}" if it.get("sessionId") else ""
+        click.echo(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}{version}"
+                   f"{who}\n    {it.get('outcome') or ''}")
+        if it.get("text"):
+            click.echo(f"    {one_line(it['text'], 96)}")
+
+
+@main.command()
+@store_option
+@json_option
+@command
+def verify(store_path: str | None, as_json: bool) -> None:
+    """Replay the whole history and check that HEAD is exactly what the audited commits
+    produce. Commits made outside filemem are reported, not failed. Exit 1 on a problem."""
+    import sys
+
+    from .. import history
+
+    with open_store(store_path, validate=False) as store:
+        total = len(history.commits_oldest_first(store.store))
+        show = not as_json and sys.stderr.isatty()
+        with click.progressbar(length=total, label="Replaying history", file=sys.stderr,
+                               hidden=not show) as bar:
+            last = [0]
+
+            def progress(done: int, _total: int) -> None:
+                bar.update(done - last[0])
+                last[0] = done
+
+            report = history.verify(store.store, progress)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        click.echo(f"{report.commits} commits ({report.filemem_commits} by filemem, "
+                   f"{len(report.external)} made outside filemem, {report.merges} merges), "
+                   f"{report.rows} audit rows, {report.entries} entries at HEAD.")
+        for ext in report.external:
+            click.echo(f"  outside filemem: {ext['commit'][:10]} {ext['subject']}")
+        for p in report.problems:
+            click.echo(f"  PROBLEM {p['commit'][:10]}: {p['problem']}")
+        click.echo("OK: HEAD is exactly what the audited history produces." if report.ok
+                   else f"{len(report.problems)} problem(s) found.")
+    if not report.ok:
+        sys.exit(1)

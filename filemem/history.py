@@ -1,0 +1,296 @@
+"""The memory's history, read from git: ``filemem log`` and ``filemem verify``.
+
+:func:`log` lists the audit rows commit by commit (who, what, when, outcome), optionally
+for one entry with the version and text it had at each step.
+
+:func:`verify` replays history from the first commit and proves that HEAD is what the
+audited commits produce: every commit's trailers parse, every change a commit makes is
+claimed by one of its audit rows (an ``add`` adds that id with that text, a ``replace``
+changes it to that text and the next version, a ``remove`` deletes it, a denial changes
+nothing, ...), every row's claim holds, the replayed entries equal the entries at HEAD,
+and every entry at HEAD is valid. Commits made outside filemem (a person's own ``git
+commit``, a merge) are reported as such, not failed; replay continues from their tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import codec
+from .auditlog import AuditRow, parse_rows
+from .codec import CodecError
+from .gitrepo import CommitInfo
+from .layout import id_from_path, is_entry_path
+from .model import Entry
+from .store import Store
+
+# actions whose commit changes no file
+_NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
+
+
+def commits_newest_first(store: Store) -> Iterator[CommitInfo]:
+    """Every commit reachable from HEAD, newest first by commit time."""
+    import heapq
+
+    head = store.git.head()
+    if head is None:
+        return
+    heap = [(-store.git.commit(head).time, head)]
+    seen: set[str] = set()
+    while heap:
+        _, sha = heapq.heappop(heap)
+        if sha in seen:
+            continue
+        seen.add(sha)
+        info = store.git.commit(sha)
+        yield info
+        for parent in info.parents:
+            if parent not in seen:
+                heapq.heappush(heap, (-store.git.commit(parent).time, parent))
+
+
+def commits_oldest_first(store: Store) -> list[CommitInfo]:
+    """Every commit reachable from HEAD, parents before children (topological order)."""
+    head = store.git.head()
+    if head is None:
+        return []
+    order: list[CommitInfo] = []
+    done: set[str] = set()
+    stack: list[tuple[str, bool]] = [(head, False)]
+    while stack:
+        sha, expanded = stack.pop()
+        if sha in done:
+            continue
+        info = store.git.commit(sha)
+        if expanded:
+            done.add(sha)
+            order.append(info)
+            continue
+        stack.append((sha, True))
+        stack.extend((p, False) for p in reversed(info.parents) if p not in done)
+    return order
+
+
+# ---------------------------------------------------------------- log
+
+
+def _entry_at(store: Store, info: CommitInfo, entry_id: str) -> Entry | None:
+    """The entry as the commit left it (None if the commit removed it)."""
+    parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
+    for path, _old, new in store.git.diff(parent_tree, info.tree):
+        if id_from_path(path) == entry_id and new is not None:
+            try:
+                return codec.decode(store.git.read_blob(new)).entry
+            except CodecError:
+                return None
+    return None
+
+
+def log(store: Store, entry_id: str | None = None, limit: int | None = None
+        ) -> list[dict[str, Any]]:
+    """History items newest first: the commit, its time and each audit row; with
+    ``entry_id`` (or a unique prefix) only that entry's rows, with its version."""
+    items: list[dict[str, Any]] = []
+    for info in commits_newest_first(store):
+        for r in store.commit_rows(info):
+            if entry_id is not None and not str(r.get("entryId") or "").startswith(entry_id):
+                continue
+            item = {"commit": info.sha, **r}
+            if entry_id is not None and r.get("entryId"):
+                entry = _entry_at(store, info, str(r["entryId"]))
+                item["version"] = entry.version if entry else None
+            items.append(item)
+            if limit is not None and len(items) >= limit:
+                return items
+    return items
+
+
+# ---------------------------------------------------------------- verify
+
+
+@dataclass
+class Report:
+    commits: int = 0
+    filemem_commits: int = 0
+    external: list[dict[str, str]] = field(default_factory=list)
+    merges: int = 0
+    rows: int = 0
+    entries: int = 0
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "commits": self.commits, "filememCommits": self.filemem_commits,
+                "externalCommits": self.external, "merges": self.merges, "auditRows": self.rows,
+                "entriesAtHead": self.entries, "problems": self.problems}
+
+
+class _Replay:
+    """The entries the audited history has produced so far: id -> (text, version)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[str, int]] = {}
+
+
+def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
+    if blob not in cache:
+        try:
+            cache[blob] = codec.decode(store.git.read_blob(blob)).entry
+        except CodecError:
+            cache[blob] = None
+    return cache[blob]
+
+
+def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
+                  changes: list[tuple[str, str | None, str | None]],
+                  cache: dict[str, Entry | None]) -> list[str]:
+    """Problems with one filemem commit: changes not claimed by a row, claims not held."""
+    problems: list[str] = []
+    added: dict[str, Entry] = {}
+    modified: dict[str, tuple[Entry, Entry]] = {}
+    deleted: dict[str, Entry] = {}
+    others: list[str] = []
+    for path, old, new in changes:
+        if not is_entry_path(path):
+            others.append(path)
+            continue
+        before = _decoded(store, old, cache) if old else None
+        after = _decoded(store, new, cache) if new else None
+        if new is not None and after is None:
+            problems.append(f"{path} is not a valid entry file")
+            continue
+        if after is not None and before is not None:
+            modified[after.id] = (before, after)
+        elif after is not None:
+            added[after.id] = after
+        elif before is not None:
+            deleted[before.id] = before
+    claimed: set[str] = set()
+    actions = {r["action"] for r in rows}
+    for r in rows:
+        action, eid, text = r["action"], r.get("entryId"), r.get("text")
+        if action in ("add", "consolidate-add"):
+            e = added.get(eid or "")
+            if e is None or e.text != text or e.version != 1:
+                problems.append(f"{action} row for {eid}: no new version-1 file with that text")
+        elif action == "replace":
+            pair = modified.get(eid or "")
+            if pair is None or pair[1].text != text or pair[1].version != pair[0].version + 1:
+                problems.append(f"replace row for {eid}: the file does not change to that "
+                                "text at the next version")
+        elif action in ("remove", "consolidate-remove"):
+            e = deleted.get(eid or "")
+            if e is None or e.text != text:
+                problems.append(f"{action} row for {eid}: no deleted file with that text")
+        elif action == "edit":
+            if eid is None:
+                continue  # an edit of a store file (filemem.yaml, README): claims `others`
+            e = added.get(eid) or (modified[eid][1] if eid in modified else deleted.get(eid))
+            if e is None or e.text != text:
+                problems.append(f"edit row for {eid}: no changed file with that text")
+        elif action in ("seed", "init") or action.endswith(_NO_CHANGE_SUFFIXES):
+            pass
+        else:
+            problems.append(f"unknown audit action {action!r}")
+        if eid:
+            claimed.add(eid)
+    for eid in (added.keys() | modified.keys() | deleted.keys()) - claimed:
+        problems.append(f"entry {eid} changed without an audit row claiming it")
+    if others and not actions & {"init", "edit"}:
+        problems.append(f"{', '.join(others)} changed in a commit that is not an init or edit")
+    return problems
+
+
+def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
+           cache: dict[str, Entry | None]) -> None:
+    for path, old, new in changes:
+        if not is_entry_path(path):
+            continue
+        if old is not None:
+            before = _decoded(store, old, cache)
+            if before is not None and replay.entries.get(before.id) is not None:
+                replay.entries.pop(before.id, None)
+        if new is not None:
+            after = _decoded(store, new, cache)
+            if after is not None:
+                replay.entries[after.id] = (after.text, after.version)
+
+
+def _apply_rows(replay: _Replay, rows: list[AuditRow], store: Store,
+                changes: list[tuple[str, str | None, str | None]],
+                cache: dict[str, Entry | None]) -> None:
+    """Replay a filemem commit from its audit rows alone (edits take the file's version)."""
+    for r in rows:
+        action, eid, text = r["action"], r.get("entryId"), r.get("text")
+        if not eid:
+            continue
+        if action in ("add", "consolidate-add"):
+            replay.entries[eid] = (str(text), 1)
+        elif action == "replace":
+            _, version = replay.entries.get(eid, ("", 0))
+            replay.entries[eid] = (str(text), version + 1)
+        elif action in ("remove", "consolidate-remove"):
+            replay.entries.pop(eid, None)
+        elif action == "edit":
+            replay.entries.pop(eid, None)
+            for path, _old, new in changes:
+                after = _decoded(store, new, cache) if new and is_entry_path(path) else None
+                if after is not None and after.id == eid:
+                    replay.entries[eid] = (after.text, after.version)
+
+
+def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
+    """Replay the whole history; a :class:`Report` (``ok`` False on any real problem)."""
+    report = Report()
+    replay = _Replay()
+    cache: dict[str, Entry | None] = {}
+    commits = commits_oldest_first(store)
+    total = len(commits)
+    for i, info in enumerate(commits):
+        report.commits += 1
+        parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
+        changes = list(store.git.diff(parent_tree, info.tree))
+        try:
+            rows = parse_rows(info.message)
+        except ValueError as exc:
+            report.problems.append({"commit": info.sha, "problem":
+                                    f"audit trailers do not parse: {exc}"})
+            rows = []
+        if len(info.parents) > 1:
+            report.merges += 1
+        if rows is None or (len(info.parents) > 1 and not rows):
+            report.external.append({"commit": info.sha,
+                                    "subject": info.message.split("\n", 1)[0]})
+        elif len(info.parents) > 1:
+            report.filemem_commits += 1  # a filemem merge (sync): its rows describe it
+            report.rows += len(rows)
+        else:
+            report.filemem_commits += 1
+            report.rows += len(rows)
+            for problem in _check_commit(store, info, rows, changes, cache):
+                report.problems.append({"commit": info.sha, "problem": problem})
+            _apply_rows(replay, rows, store, changes, cache)
+            if progress is not None:
+                progress(i + 1, total)
+            continue
+        _apply(replay, store, changes, cache)  # outside filemem: take the tree as it is
+        if progress is not None:
+            progress(i + 1, total)
+    state = store.state()
+    report.entries = len(state.entries)
+    for path, reason in sorted(state.corrupt.items()):
+        report.problems.append({"commit": state.head, "problem": f"{path}: {reason}"})
+    at_head = {e.id: (e.text, e.version) for e in state.entries.values()}
+    if at_head != replay.entries:
+        missing = at_head.keys() ^ replay.entries.keys()
+        differ = [k for k in at_head.keys() & replay.entries.keys()
+                  if at_head[k] != replay.entries[k]]
+        report.problems.append({"commit": state.head, "problem":
+                                f"replaying history does not give the entries at HEAD "
+                                f"({len(missing)} missing or extra, {len(differ)} differ)"})
+    return report
