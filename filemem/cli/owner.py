@@ -299,3 +299,58 @@ def verify(store_path: str | None, as_json: bool) -> None:
                    else f"{len(report.problems)} problem(s) found.")
     if not report.ok:
         sys.exit(1)
+
+
+# ---------------------------------------------------------------- watching
+
+
+@main.command()
+@store_option
+@json_option
+@command
+def watch(store_path: str | None, as_json: bool) -> None:
+    """Report hand edits as they happen and commits made with git (HEAD moving), until
+    interrupted. With --json, one JSON object per line."""
+    import json
+    import signal
+    import threading
+    import time
+
+    from .. import watch as watching
+
+    def emit(event: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps(event, ensure_ascii=False), nl=True)
+            return
+        stamp = time.strftime("%H:%M:%S")
+        kind = event["event"]
+        if kind == "head-moved":
+            click.echo(f"{stamp} HEAD moved to {event['commit'][:10]}: {event['subject']} "
+                       f"({event['entries']} entries)")
+        elif kind == "hand-edit":
+            note = f" - cannot adopt: {event['problem']}" if event.get("problem") else \
+                " - `filemem adopt` to commit it"
+            click.echo(f"{stamp} {event['kind']} {event['path']}{note}")
+        elif kind == "settled":
+            click.echo(f"{stamp} {event['path']} now matches HEAD")
+        elif kind == "invalid-at-head":
+            click.echo(f"{stamp} INVALID at HEAD: {event['path']}: {event['problem']} (agents "
+                       "get STORE_CORRUPT until it is fixed: edit it and `filemem adopt`, or "
+                       "`git revert`)")
+        else:
+            click.echo(f"{stamp} {kind}: {event.get('message', '')}", err=True)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with open_store(store_path, validate=False) as store:
+        watcher = watching.Watcher(store.store, emit)
+        watcher.start()
+        if not as_json:
+            click.echo(f"Watching {store.path} (Ctrl-C to stop)", err=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.stop()
