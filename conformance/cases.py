@@ -780,6 +780,9 @@ def s10(h: Harness) -> None:
 
 @case("S11", "every approval asked leaves a trace: the write, a denied or a failed row")
 def s11(h: Harness) -> None:
+    # user/user-global holds 40. Each write below fits when it is asked and stops fitting
+    # while the gate runs: add 20 (0 used) while 25 are added; seed 15 (25 used) while the
+    # 25 become 30. The remove target lives in agent/user-global, out of the way.
     small = {"user": {"userGlobal": 40, "workspace": 40},
              "agent": {"userGlobal": 40, "workspace": 40}}
     base = h.provider(budgets=small)
