@@ -762,24 +762,8 @@ class Transaction:
             store.journal.clear()
             raise HeadMoved(f"the branch moved while writing {subject!r}")
         # from here on the write has happened; the rest mirrors it into the working tree
-        if changes:
-            try:
-                index = store.index()
-                for path, data in changes.items():
-                    if data is None:
-                        worktree.remove(store.root, path)
-                        index.remove(path)
-                    else:
-                        index.set(path, blobs[path], worktree.write(
-                            store.root, path, data,
-                            new=head_blobs[path] is None and path not in allow_dirty))
-                store._write_index(index)
-                store.journal.clear()
-            except (OSError, TimeoutError) as exc:
-                # the commit stands; the journal stays, and the next transaction (or open)
-                # puts the working tree in step with HEAD
-                log.warning("filemem: commit %s is written, but updating the working tree "
-                            "failed (%s); it will be repaired on the next write", commit, exc)
+        self._mirror(commit, changes, blobs,
+                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty})
         if evolve is not None:
             self.state = store._state = _evolve(st, commit, tree, *evolve, blobs)
         else:
@@ -791,6 +775,56 @@ class Transaction:
         if store.recall.needs_compaction():
             store.recall.compact(set(self.state.entries))
         return commit
+
+    def advance(self, target: str, reason: str) -> None:
+        """Move the branch forward to ``target``, an existing commit that descends from
+        HEAD (a fast-forward to what ``filemem sync`` fetched): no new commit, but the same
+        hand-edit refusal, journal, compare-and-swap and working-tree/index update as
+        :meth:`commit_files`, so a process killed at any instant leaves the store before or
+        after the move, repaired from HEAD by the next open. The caller checks that the
+        target is valid; HeadMoved if the branch moved meanwhile."""
+        store, st, git = self.store, self.state, self.store.git
+        diff = list(git.diff(st.tree, git.commit(target).tree))
+        head_blobs = {path: old for path, old, _new in diff}
+        if diff:
+            store.check_writable(list(head_blobs))
+        # paths new to HEAD included: a file a person put where one is coming is theirs
+        dirty = store.dirty_paths_at(list(head_blobs), head_blobs)
+        if dirty:
+            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        changes = {path: git.read_blob(new) if new else None for path, _old, new in diff}
+        blobs = {path: new for path, _old, new in diff if new}
+        if diff:
+            store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
+        if not git.cas_head(st.head, target, reason):
+            store.journal.clear()
+            raise HeadMoved(f"the branch moved while {reason}")
+        self._mirror(target, changes, blobs, {p for p, old in head_blobs.items() if old is None})
+        self.state = store.state()
+
+    def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
+                new: set[str]) -> None:
+        """Put the files a commit changed into the working tree and the index, then clear
+        the journal. ``new``: paths created exclusively (nothing may be there yet). If this
+        fails the commit stands and the journal stays: the next transaction (or open)
+        puts the working tree in step with HEAD."""
+        if not changes:
+            return
+        store = self.store
+        try:
+            index = store.index()
+            for path, data in changes.items():
+                if data is None:
+                    worktree.remove(store.root, path)
+                    index.remove(path)
+                else:
+                    index.set(path, blobs[path], worktree.write(
+                        store.root, path, data, new=path in new))
+            store._write_index(index)
+            store.journal.clear()
+        except (OSError, TimeoutError) as exc:
+            log.warning("filemem: commit %s is written, but updating the working tree "
+                        "failed (%s); it will be repaired on the next write", commit, exc)
 
 
 def _evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[Entry],
