@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from .approval import ApprovalRequest, Decision, Gate
+from .config import Config
 from .errors import CODES, ProtocolError
 from .location import default_store_path, resolve_store_path
 from .model import PROTOCOL, Entry
@@ -41,6 +42,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     ``validate=False`` opens a store with invalid files at HEAD (for repairing it); reads
     still raise STORE_CORRUPT.
     """
+    Config().with_overrides(budgets=budgets, write_policy=write_policy,
+                            write_policies=write_policies)  # bad overrides: fail before creating
     root = resolve_store_path(path)
     if create and (not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))):
         store = Store.create(root)

@@ -115,16 +115,18 @@ def decide(config: Config, payload: dict[str, Any], write: dict[str, Any],
     call_gate = write.get("gate")
     if callable(call_gate):
         via, gate = f"via write gate, {which}", call_gate
+        failed = via
     elif provider_gate is not None:
-        via, gate = f"via approval, {which}; answered by {gate_name(provider_gate)}", \
-            provider_gate
+        via = f"via approval, {which}; answered by {gate_name(provider_gate)}"
+        failed = f"via approval, {which}; asking through {gate_name(provider_gate)} failed"
+        gate = provider_gate
     else:
         return Decision("unavailable", f"unavailable (via approval, {which}; no approver)",
                         "no person can be asked to approve this write")
     try:
         outcome = gate(request)
     except Exception as exc:  # a broken transport fails closed, and says why
-        return Decision("unavailable", f"unavailable ({via})", f"approval ask failed: {exc}")
+        return Decision("unavailable", f"unavailable ({failed})", f"approval ask failed: {exc}")
     if not isinstance(outcome, str) or not outcome:
         outcome = "unavailable"
     return Decision(outcome, f"{outcome} ({via})")

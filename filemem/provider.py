@@ -262,9 +262,10 @@ class Provider:
             if (decision.outcome == "unavailable" and decision.policy == "ask"
                     and self.stage_pending and replay is None):
                 pid = self._stage(payload, w, op, decision)
+                why = f" ({decision.detail})" if decision.detail else ""
                 raise errors.write_denied(
-                    "pending", f"nobody could be asked, so the write was staged as pending "
-                    f"approval {pid}; the owner can run `filemem approve {pid}`",
+                    "pending", f"nobody could be asked{why}, so the write was staged as "
+                    f"pending approval {pid}; the owner can run `filemem approve {pid}`",
                     pendingId=pid)
             self._record(f"{action}-denied", payload, w, decision.label,
                          f"{action}-denied {payload['track']}/{payload['scope']} "
@@ -295,7 +296,8 @@ class Provider:
             "method": op.method, "arg": op.arg, "verb": op.verb, "write": write,
             "targets": [[t.id, t.version] for t in op.targets],
         })
-        label = f"pending ({decision.label.split(' (', 1)[1][:-1]}; staged as {pid})"
+        why = f"; {decision.detail}" if decision.detail else ""
+        label = f"pending ({decision.label.split(' (', 1)[1][:-1]}{why}; staged as {pid})"
         self._record(f"{payload['action']}-pending", payload, w, label,
                      f"{payload['action']}-pending {payload['track']}/{payload['scope']} "
                      f"(staged as {pid}): {payload['text']}")

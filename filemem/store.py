@@ -197,35 +197,62 @@ class Store:
 
     @classmethod
     def create(cls, root: str | os.PathLike[str]) -> Store:
-        """Lay a new store down from the template and make the first commit."""
+        """Lay a new store down from the template and make the first commit.
+
+        The store is built in a temporary folder beside ``root`` and renamed into place,
+        so several processes creating the same store at once end with one whole store
+        (the others open it) and nobody ever sees a half-made one."""
         root = os.path.abspath(os.fspath(root))
         if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+            if os.path.isdir(os.path.join(root, ".git")):
+                return cls(root)  # someone made it meanwhile (or it is already a store)
             raise FileExistsError(
                 f"{root} exists and is not empty; choose a new or empty folder for the store"
             )
+        parent = os.path.dirname(root)
+        os.makedirs(parent, exist_ok=True)
         with private_files():
-            os.makedirs(root, mode=0o700, exist_ok=True)
-            os.chmod(root, 0o700)
-            git = GitRepo.create(root)
-            os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
-            files = template_files()
-            ts = now_ms()
-            init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
-            init_row.update(seq=next_seq(ts, 0), ts=ts)
-            message = commit_message("init filemem store",
-                                     "Created by `filemem init` from store-template/.", [init_row])
-            pending = PendingObjects()
-            tree, blobs = git.splice(None, files, pending)
-            commit = git.make_commit(tree, [], message, IDENT, ts // 1000, pending)
-            git.write(pending)
-            if not git.cas_head(None, commit, "filemem init"):
-                raise GitError(f"could not create the first commit in {root}")
-            index = GitIndex(git.git_dir)
-            for path, data in files.items():
-                index.set(path, blobs[path], worktree.write(root, path, data))
-            index.write()
-            git.close()
+            building = os.path.join(
+                parent, f".{os.path.basename(root)}.filemem-init-{os.getpid()}-"
+                        f"{os.urandom(4).hex()}")
+            try:
+                cls._lay_down(building)
+                if os.path.isdir(root) and not os.listdir(root) and os.name == "nt":
+                    os.rmdir(root)  # Windows cannot rename over an empty folder
+                os.rename(building, root)  # POSIX: replaces a missing or empty folder only
+            except OSError:
+                import shutil
+
+                shutil.rmtree(building, ignore_errors=True)
+                if os.path.isdir(os.path.join(root, ".git")):
+                    return cls(root)  # another process won the race: its store is whole
+                raise
         return cls(root)
+
+    @staticmethod
+    def _lay_down(root: str) -> None:
+        """The template's files, the first commit, the working tree and the index."""
+        os.makedirs(root, mode=0o700)
+        os.chmod(root, 0o700)
+        git = GitRepo.create(root)
+        os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
+        files = template_files()
+        ts = now_ms()
+        init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
+        init_row.update(seq=next_seq(ts, 0), ts=ts)
+        message = commit_message("init filemem store",
+                                 "Created by `filemem init` from store-template/.", [init_row])
+        pending = PendingObjects()
+        tree, blobs = git.splice(None, files, pending)
+        commit = git.make_commit(tree, [], message, IDENT, ts // 1000, pending)
+        git.write(pending)
+        if not git.cas_head(None, commit, "filemem init"):
+            raise GitError(f"could not create the first commit in {root}")
+        index = GitIndex(git.git_dir)
+        for path, data in files.items():
+            index.set(path, blobs[path], worktree.write(root, path, data))
+        index.write()
+        git.close()
 
     # ------------------------------------------------------------ locking
 

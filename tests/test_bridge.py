@@ -661,8 +661,6 @@ def test_bad_budgets_json_exits_2(store_path: Path, value: str) -> None:
     assert not store_path.exists()
 
 
-@pytest.mark.xfail(reason="bug: cli/serve.py does not catch StoreNotFound: a traceback and "
-                          "exit 1 instead of one line and exit 4", strict=True)
 def test_a_folder_that_is_not_a_store_is_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a store", encoding="utf-8")
     out = subprocess.run(
@@ -895,9 +893,6 @@ def test_a_bridge_sees_head_moved_by_other_processes(bridge: Callable[..., Bridg
     assert_clean_repo(store_path)
 
 
-@pytest.mark.xfail(reason="bug: opening a missing store is not safe against a concurrent "
-                          "create (FileExistsError on .git, or STORE_CORRUPT 'no commits')",
-                   strict=False)
 def test_bridges_started_together_on_a_missing_store(tmp_path: Path) -> None:
     for attempt in range(3):
         store = tmp_path / f"store{attempt}"

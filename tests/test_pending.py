@@ -70,7 +70,8 @@ def test_ask_with_nobody_to_ask_stages_every_kind_of_write(make_provider: MakePr
         "seed-pending", "consolidate-pending", "remove-pending", "replace-pending",
         "add-pending"]
     assert all(r["outcome"].startswith("pending (via approval, writePolicy ask; no approver; "
-                                       "staged as ") for r in rows)
+                                       "no person can be asked") for r in rows)
+    assert all("; staged as " in r["outcome"] for r in rows)
     assert rows[-1]["text"] == "likes coffee" and rows[-1]["sessionId"] == "s9"
     assert_clean_repo(store_path)
     # the pending file is private and outside the repository

@@ -287,12 +287,33 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--out", type=click.Path(dir_okay=False, writable=True),
-              help="Write to this file instead of stdout.")
+@click.option("--out", type=click.Path(),
+              help="Write to this file (a folder for directory formats) instead of stdout.")
+@click.option("--adapter", "adapter_id", metavar="ID",
+              help="Write another tool's format instead (see `filemem adapters`).")
+@click.option("--track", type=TRACKS, help="With --adapter: only entries of this track.")
+@click.option("--scope", type=SCOPES, help="With --adapter: only entries of this scope.")
+@click.option("--force", is_flag=True, help="With --adapter: overwrite files that exist.")
 @store_option
 @command
-def export(out: str | None, store_path: str | None) -> None:
-    """Print every entry as a memory-export-v1 envelope (JSON). Read-only."""
+def export(out: str | None, adapter_id: str | None, track: str | None, scope: str | None,
+           force: bool, store_path: str | None) -> None:
+    """Print every entry as a memory-export-v1 envelope (JSON). Read-only.
+
+    With --adapter ID, write the entries in that tool's format instead, e.g.
+    `filemem export --adapter hermes-memory-md --out ~/.hermes/memories` (directory
+    formats need --out DIR; existing files are only replaced with --force).
+    """
+    if adapter_id is not None:
+        from .adapters import export_with_adapter
+
+        export_with_adapter(adapter_id, out, track, scope, force, store_path)
+        return
+    if track or scope or force:
+        raise click.UsageError("--track, --scope and --force go with --adapter; the "
+                               "memory-export-v1 envelope holds every entry")
+    if out is not None and os.path.isdir(out):
+        raise click.UsageError(f"--out {out} is a folder; the envelope is one file")
     with open_store(store_path) as store:
         doc = store.export()
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -305,24 +326,43 @@ def export(out: str | None, store_path: str | None) -> None:
 
 
 @main.command(name="import")
-@click.argument("file", type=click.File("rb"))
+@click.argument("path", type=click.Path(exists=True, allow_dash=True))
+@click.option("--adapter", "adapter_id", metavar="ID",
+              help="Read another tool's memory (see `filemem adapters`); PATH may be a folder.")
 @session_options
 @yes_option
 @store_option
 @json_option
 @command
-def import_(file: Any, workspace: str | None, agent: str | None, session_id: str | None,
-            yes: bool, store_path: str | None, as_json: bool) -> None:
-    """Import a memory-export-v1 envelope (FILE or `-`): one approval, one commit.
+def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str | None,
+            session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
+    """Import a memory-export-v1 envelope (PATH or `-`): one approval, one commit.
 
     Entries get new ids, version 1 and fresh timestamps; texts, layers, keys, sources and
     tags are kept. At most 1,000 entries per import.
+
+    With --adapter ID, PATH is another tool's memory, e.g. `filemem import --adapter
+    hermes-memory-md ~/.hermes/memories/`; --workspace DIR then also places the entries
+    the adapter puts in a workspace.
     """
-    raw = file.read()
+    if adapter_id is not None:
+        from .adapters import import_with_adapter
+
+        import_with_adapter(adapter_id, path, workspace, agent, session_id, yes, store_path,
+                            as_json)
+        return
+    if path != "-" and os.path.isdir(path):
+        raise click.UsageError(f"{path} is a folder; plain import reads a memory-export-v1 "
+                               "file (use --adapter ID for another tool's folder)")
+    if path == "-":
+        raw, name = sys.stdin.buffer.read(), "stdin"
+    else:
+        with open(path, "rb") as f:
+            raw, name = f.read(), path
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise errors.invalid_input(f"import: {file.name} is not JSON ({exc}); nothing was "
+        raise errors.invalid_input(f"import: {name} is not JSON ({exc}); nothing was "
                                    "imported") from None
     with open_store(store_path, yes=yes) as store:
         result = store.import_envelope(doc, write_ctx(workspace, agent, session_id))

@@ -8,6 +8,7 @@ import sys
 import click
 
 from .. import errors
+from ..store import StoreNotFound
 from .app import main
 from .common import EXIT_NO_STORE, EXIT_PROTOCOL, store_option
 
@@ -38,7 +39,7 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
     except errors.ProtocolError as exc:
         click.echo(f"filemem bridge: {exc.code}: {exc.message}", err=True)
         sys.exit(EXIT_PROTOCOL)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, StoreNotFound) as exc:
         click.echo(f"filemem bridge: {exc}", err=True)
         sys.exit(EXIT_NO_STORE)
     sys.exit(code)
