@@ -16,7 +16,7 @@ import weakref
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
@@ -200,34 +200,26 @@ class GitRepo:
         header, _, raw = data.partition(b"\0")
         return header.split(b" ", 1)[0], raw
 
-    def read_blob(self, sha: str) -> bytes:
+    def _read_kind(self, sha: str, want: bytes) -> bytes:
         kind, raw = self.read_raw(sha)
-        if kind != b"blob":
-            raise GitError(f"object {sha} is a {kind.decode()}, not a blob")
+        if kind != want:
+            raise GitError(f"object {sha} is a {kind.decode()}, not a {want.decode()}")
         return raw
+
+    def read_blob(self, sha: str) -> bytes:
+        return self._read_kind(sha, b"blob")
 
     def read_tree(self, sha: str) -> Tree:
         tree = self._trees.get(sha)
         if tree is None:
-            kind, raw = self.read_raw(sha)
-            if kind != b"tree":
-                raise GitError(f"object {sha} is a {kind.decode()}, not a tree")
-            tree = _parse_tree(raw)
-            if len(self._trees) > _TREE_CACHE_MAX:
-                self._trees.clear()
-            self._trees[sha] = tree
+            tree = _remember(self._trees, sha, _parse_tree(self._read_kind(sha, b"tree")))
         return tree
 
     def commit(self, sha: str) -> CommitInfo:
         info = self._commits.get(sha)
         if info is None:
-            kind, raw = self.read_raw(sha)
-            if kind != b"commit":
-                raise GitError(f"object {sha} is a {kind.decode()}, not a commit")
-            info = _parse_commit(sha, raw)
-            if len(self._commits) > _TREE_CACHE_MAX:
-                self._commits.clear()
-            self._commits[sha] = info
+            info = _remember(self._commits, sha,
+                             _parse_commit(sha, self._read_kind(sha, b"commit")))
         return info
 
     def subtree(self, tree_sha: str, path: str) -> str | None:
@@ -438,6 +430,17 @@ class GitRepo:
                     os.unlink(os.path.join(full, name))
                     removed.append(os.path.join(full, name))
         return removed
+
+
+_V = TypeVar("_V")
+
+
+def _remember(cache: dict[str, _V], key: str, value: _V) -> _V:
+    """Cache an immutable object by sha, dropping everything when the cache is full."""
+    if len(cache) > _TREE_CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 def _parse_commit(sha: str, raw: bytes) -> CommitInfo:
