@@ -83,7 +83,7 @@ class Decoded:
 @functools.lru_cache(maxsize=8192)
 def quote(value: str) -> str:
     """A YAML scalar for ``value`` that every YAML 1.1/1.2 parser reads back as that string."""
-    if _PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL:
+    if _plain_ok(value):
         return value
     out = json.dumps(value, ensure_ascii=False)
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
@@ -215,8 +215,15 @@ def _parse_canonical_value(key: str, raw: str) -> Any:
     return _plain(raw)
 
 
+def _plain_ok(value: str) -> bool:
+    """Whether ``value`` reads back as itself, a string, when written as a plain scalar.
+    A UUID qualifies too: 8 hex digits and a dash are never a number or a date in YAML."""
+    return bool(_PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL
+                or UUID_RE.match(value))
+
+
 def _plain(raw: str) -> str:
-    if not _PLAIN_RE.match(raw) or raw.lower() in _PLAIN_SPECIAL:
+    if not _plain_ok(raw):
         raise ValueError
     return raw
 
