@@ -150,7 +150,7 @@ def test_canonical_shape() -> None:
     lines = head_of(data)
     assert [line.split(":", 1)[0] for line in lines] == list(FIELDS)
     assert lines == [
-        f'id: "{UUID}"',
+        f"id: {UUID}",
         "track: user",
         "scope: user-global",
         'workspaceKey: ""',
