@@ -1,0 +1,221 @@
+"""Commands that share the store between machines: remote add/list/remove, sync, clone.
+
+A remote is the owner's own git repository (a bare repository on a USB disk, on a server
+over ssh, ...). Sync errors exit with code 1 and print their code with ``--json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..sync import Remote, SyncError, SyncResult
+from .app import main
+from .common import (
+    EXIT_PROTOCOL,
+    command,
+    emit_json,
+    json_option,
+    open_store,
+    store_option,
+    usage_line,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def sync_errors(f: F) -> F:
+    """Print a SyncError (code and message) and exit 1; other errors go to `command`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except SyncError as exc:
+            if kwargs.get("as_json"):
+                emit_json({"error": exc.to_dict()})
+            else:
+                click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
+            sys.exit(EXIT_PROTOCOL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _progress() -> Callable[[bytes], None] | None:
+    """Transfer progress on stderr, as git shows it, when a person is watching."""
+    if not sys.stderr.isatty():
+        return None
+
+    def write(data: bytes) -> None:
+        sys.stderr.buffer.write(data)
+        sys.stderr.flush()
+
+    return write
+
+
+# ---------------------------------------------------------------- remotes
+
+
+@main.group()
+def remote() -> None:
+    """The git remotes that `filemem sync` uses.
+
+    They live in the store's .git/config like any git remote, so `git remote -v` in the
+    store shows them too. A remote is best a bare repository: `git init --bare -b main
+    /mnt/usb/memory.git`, or one on a server reached as ssh://host/path or host:path.
+    """
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@store_option
+@json_option
+@command
+@sync_errors
+def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> None:
+    """Add remote NAME at URL (a local path is stored as an absolute path)."""
+    from ..sync import add_remote
+
+    with open_store(store_path) as provider:
+        added = add_remote(provider.store, name, url)
+    if as_json:
+        emit_json(added.to_json())
+    else:
+        click.echo(f"Added remote {added.name}: {added.url}")
+
+
+@remote.command("list")
+@store_option
+@json_option
+@command
+@sync_errors
+def remote_list(store_path: str | None, as_json: bool) -> None:
+    """List the remotes."""
+    from ..sync import remotes
+
+    with open_store(store_path) as provider:
+        known: list[Remote] = remotes(provider.store.git)
+    if as_json:
+        emit_json([r.to_json() for r in known])
+        return
+    if not known:
+        click.echo("No remotes. Add one with `filemem remote add origin URL`.")
+    for r in known:
+        click.echo(f"{r.name}\t{r.url}")
+
+
+@remote.command("remove")
+@click.argument("name")
+@store_option
+@json_option
+@command
+@sync_errors
+def remote_remove(name: str, store_path: str | None, as_json: bool) -> None:
+    """Forget remote NAME (the remote repository itself is not touched)."""
+    from ..sync import remove_remote
+
+    with open_store(store_path) as provider:
+        removed = remove_remote(provider.store, name)
+    if as_json:
+        emit_json({"removed": removed.to_json()})
+    else:
+        click.echo(f"Removed remote {removed.name} ({removed.url})")
+
+
+# ---------------------------------------------------------------- sync
+
+
+@main.command(name="sync")
+@click.argument("name", required=False)
+@store_option
+@json_option
+@command
+@sync_errors
+def sync_(name: str | None, store_path: str | None, as_json: bool) -> None:
+    """Fetch from remote NAME, merge, and push (default: the only remote, or origin).
+
+    Adds made on two machines merge cleanly. An entry changed on both sides is never
+    lost: the version updated later keeps the id and the other becomes a new entry; a
+    removal never wins over a change. Layers left over their budget are reported, never
+    cut. A file with uncommitted hand edits that the sync would change stops it before
+    anything changes (`filemem status`). Interrupted? Run it again.
+    """
+    from ..sync import sync
+
+    with open_store(store_path) as provider:
+        result = sync(provider.store, name, progress=_progress())
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for line in describe(result):
+        click.echo(line)
+
+
+def _counts(entries: dict[str, int]) -> str:
+    return (f"{entries['added']} added, {entries['replaced']} replaced, "
+            f"{entries['removed']} removed")
+
+
+def _commits(n: int) -> str:
+    return f"{n} commit{'' if n == 1 else 's'}"
+
+
+def describe(result: SyncResult) -> list[str]:
+    """The sync's report for a person, one line per step."""
+    where = f"{result.remote}/main"
+    lines: list[str] = []
+    if result.up_to_date:
+        lines.append(f"Already up to date with {result.remote} ({result.url}).")
+    for step in result.steps:
+        if step["kind"] == "fast-forward":
+            lines.append(f"Fast-forwarded to {where}: {_commits(step['commits'])} "
+                         f"(entries: {_counts(step['entries'])}).")
+        elif step["kind"] == "merge":
+            lines.append(f"Merged {_commits(step['commits'])} from {where} as "
+                         f"{step['commit'][:12]} (entries: {_counts(step['entries'])}"
+                         + (f"; files: {', '.join(step['files'])}" if step["files"] else "")
+                         + ").")
+            lines += [f"  conflict: {c['path']}: {c['message']}" for c in step["conflicts"]]
+        elif step["kind"] == "push":
+            span = f"{step['from'][:12]}..{step['to'][:12]}" if step["from"] \
+                else f"new branch main at {step['to'][:12]}"
+            lines.append(f"Pushed {_commits(step['commits'])} to {result.remote} ({span}).")
+    if result.over_budget:
+        lines.append("Over budget now (nothing was cut; consolidate or remove entries):")
+        lines += [f"  {usage_line(u)}" for u in result.over_budget]
+    return lines
+
+
+# ---------------------------------------------------------------- clone
+
+
+@main.command()
+@click.argument("url")
+@click.argument("path", required=False)
+@store_option
+@json_option
+@command
+@sync_errors
+def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> None:
+    """Make a new store at PATH from the store published at URL (second machine set-up).
+
+    PATH defaults like `filemem init` (--store, $FILEMEM_STORE, $FILEMEM_HOME, the user
+    data dir). The remote is recorded as origin, so `filemem sync` works right away.
+    """
+    from ..location import resolve_store_path
+    from ..sync import clone as clone_store
+    from ..sync import normalize_url
+
+    root = clone_store(url, resolve_store_path(path or store_path), progress=_progress())
+    with open_store(root) as provider:
+        entries = len(provider.list_entries())
+    if as_json:
+        emit_json({"path": root, "remote": "origin", "url": normalize_url(url), "entries": entries})
+    else:
+        click.echo(f"Cloned {url} into {root} ({entries} {'entry' if entries == 1 else 'entries'})"
+                   "; sync with `filemem sync`.")

@@ -1,0 +1,518 @@
+"""filemem sync: a bare remote and two machines' stores on disk, real git, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import filemem
+from filemem import sync as fsync
+from filemem.layout import entry_path
+from tests.conftest import assert_clean_repo, ctx, git, run_cli
+
+UG = {"track": "user", "scope": "user-global"}
+
+
+@dataclass
+class Machines:
+    """A bare remote, machine A (which published its store) and machine B (a clone)."""
+
+    remote: Path
+    a_path: Path
+    b_path: Path
+    a: filemem.Provider
+    b: filemem.Provider
+
+
+def bare_remote(path: Path) -> Path:
+    git(path.parent, "init", "-q", "--bare", str(path))
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path: Path) -> Iterator[Machines]:
+    remote = bare_remote(tmp_path / "remote.git")
+    a = filemem.open_store(tmp_path / "A", create=True, write_policy="auto")
+    fsync.add_remote(a.store, "origin", str(remote))
+    fsync.sync(a.store)
+    fsync.clone(str(remote), str(tmp_path / "B"))
+    b = filemem.open_store(tmp_path / "B", write_policy="auto")
+    yield Machines(remote, tmp_path / "A", tmp_path / "B", a, b)
+    a.close()
+    b.close()
+
+
+def add(p: filemem.Provider, text: str, **layer: str) -> str:
+    return str(p.add({**(layer or UG), "text": text}, ctx())["entry"]["id"])
+
+
+def texts(p: filemem.Provider) -> list[str]:
+    return sorted(e["text"] for e in p.list_entries())
+
+
+def by_id(p: filemem.Provider) -> dict[str, dict[str, Any]]:
+    return {e["id"]: e for e in p.list_entries()}
+
+
+def head(path: Path, ref: str = "HEAD") -> str:
+    return git(path, "rev-parse", ref).strip()
+
+
+def converged(m: Machines) -> None:
+    """Both machines and the remote are at one commit, and everything is valid."""
+    assert head(m.a_path) == head(m.b_path) == head(m.remote, "main")
+    assert texts(m.a) == texts(m.b)
+    for path in (m.a_path, m.b_path):
+        assert_clean_repo(path)
+    git(m.remote, "fsck", "--strict")
+
+
+def sync_all(m: Machines) -> list[fsync.SyncResult]:
+    """A, then B, then A again: what two people syncing in turn do."""
+    return [fsync.sync(m.a.store), fsync.sync(m.b.store), fsync.sync(m.a.store)]
+
+
+def rows(p: filemem.Provider, action: str) -> list[dict[str, Any]]:
+    return [r for r in p.audit_list(500) if r["action"] == action]
+
+
+# ---------------------------------------------------------------- merging
+
+
+def test_publish_then_clone_is_the_same_store(machines: Machines) -> None:
+    m = machines
+    assert head(m.a_path) == head(m.b_path) == head(m.remote, "main")
+    assert (m.remote / "HEAD").read_text() == "ref: refs/heads/main\n"  # `git clone` works
+    assert git(m.b_path, "remote", "-v").split()[:2] == ["origin", str(m.remote)]
+    result = fsync.sync(m.b.store)
+    assert result.up_to_date and result.attempts == 1
+    converged(m)
+
+
+def test_one_side_changed_fast_forwards_without_a_merge(machines: Machines) -> None:
+    m = machines
+    add(m.a, "only on A")
+    first = fsync.sync(m.a.store)
+    assert [s["kind"] for s in first.steps] == ["push"]
+    second = fsync.sync(m.b.store)
+    assert [s["kind"] for s in second.steps] == ["fast-forward"]
+    assert second.steps[0]["entries"] == {"added": 1, "replaced": 0, "removed": 0}
+    assert texts(m.b) == ["only on A"]
+    assert git(m.b_path, "log", "--merges", "--oneline") == ""
+    converged(m)
+
+
+def test_concurrent_adds_merge_into_one_commit(machines: Machines) -> None:
+    m = machines
+    add(m.a, "A one")
+    add(m.a, "A two", track="agent", scope="workspace")
+    add(m.b, "B one")
+    results = sync_all(m)
+    merge = next(s for s in results[1].steps if s["kind"] == "merge")
+    assert merge["entries"] == {"added": 2, "replaced": 0, "removed": 0}
+    assert merge["commits"] == 2 and merge["localCommits"] == 1 and merge["conflicts"] == []
+    assert [s["kind"] for s in results[2].steps] == ["fast-forward"]
+    assert texts(m.a) == ["A one", "A two", "B one"]
+    parents = git(m.a_path, "log", "-1", "--format=%P", head(m.b_path)).split()
+    assert len(parents) == 2
+    message = git(m.a_path, "log", "-1", "--format=%B")
+    assert message.startswith("sync-merge origin/main: 2 commits; entries: 2 added")
+    assert f"({m.remote!s})" in message or str(m.remote) in message
+    (merge_row,) = rows(m.a, "sync-merge")
+    assert "merged origin/main" in merge_row["outcome"] and merge_row["source"] == "filemem"
+    converged(m)
+
+
+def test_same_entry_replaced_on_both_sides_keeps_both(machines: Machines) -> None:
+    m = machines
+    x = add(m.a, "Prefers tabs")
+    y = add(m.a, "Prefers dark themes")
+    sync_all(m)
+    m.b.replace({**UG, "match": "tabs", "text": "Prefers tabs (B)"}, ctx())
+    m.a.replace({**UG, "match": "dark", "text": "Prefers dark themes (A)"}, ctx())
+    time.sleep(0.01)  # the second replace of each entry is the later one
+    m.a.replace({**UG, "match": "tabs", "text": "Prefers tabs (A)"}, ctx())
+    m.b.replace({**UG, "match": "dark", "text": "Prefers dark themes (B)"}, ctx())
+    results = sync_all(m)  # B merges: X's remote version is newer, Y's local one
+    (merge,) = [s for s in results[1].steps if s["kind"] == "merge"]
+    conflicts = {c["entryId"]: c for c in merge["conflicts"]}
+    assert set(conflicts) == {x, y}
+    assert {c["kind"] for c in conflicts.values()} == {"both-changed"}
+    assert merge["entries"] == {"added": 2, "replaced": 1, "removed": 0}
+    fork_x, fork_y = conflicts[x]["newEntryId"], conflicts[y]["newEntryId"]
+    for p in (m.a, m.b):
+        entries = by_id(p)
+        assert entries[x]["text"] == "Prefers tabs (A)"  # updated later: keeps the id
+        assert entries[fork_x]["text"] == "Prefers tabs (B)"  # nothing lost
+        assert entries[y]["text"] == "Prefers dark themes (B)"
+        assert entries[fork_y]["text"] == "Prefers dark themes (A)"
+        assert entries[fork_x]["version"] == 1 and entries[fork_x]["track"] == "user"
+        found = {r["entryId"]: r for r in rows(p, "sync-conflict")}
+        assert "kept origin's version" in found[x]["outcome"] and fork_x in found[x]["outcome"]
+        assert "kept the local version" in found[y]["outcome"] and fork_y in found[y]["outcome"]
+        assert found[x]["text"] == "Prefers tabs (A)"
+    converged(m)
+
+
+def test_remove_on_one_side_and_replace_on_the_other_keeps_the_replaced(
+        machines: Machines) -> None:
+    m = machines
+    x = add(m.a, "entry X")
+    y = add(m.a, "entry Y")
+    sync_all(m)
+    m.a.remove({**UG, "match": "entry X"}, ctx())
+    m.a.replace({**UG, "match": "entry Y", "text": "entry Y, changed on A"}, ctx())
+    m.b.replace({**UG, "match": "entry X", "text": "entry X, changed on B"}, ctx())
+    m.b.remove({**UG, "match": "entry Y"}, ctx())
+    results = sync_all(m)
+    (merge,) = [s for s in results[1].steps if s["kind"] == "merge"]
+    kinds = {c["entryId"]: (c["kind"], c["kept"]) for c in merge["conflicts"]}
+    assert kinds == {x: ("removed-vs-changed", "local"), y: ("removed-vs-changed", "remote")}
+    assert merge["entries"] == {"added": 1, "replaced": 0, "removed": 0}  # Y is back on B
+    for p in (m.a, m.b):
+        entries = by_id(p)
+        assert entries[x]["text"] == "entry X, changed on B"
+        assert entries[y]["text"] == "entry Y, changed on A"
+        assert len(rows(p, "sync-conflict")) == 2
+    converged(m)
+
+
+def test_over_budget_after_a_merge_is_reported_and_nothing_is_cut(
+        machines: Machines) -> None:
+    m = machines
+    add(m.a, "a" * 1500)  # each fits the 2000-char user/user-global budget alone
+    add(m.b, "b" * 1500)
+    fsync.sync(m.a.store)
+    merged = fsync.sync(m.b.store)
+    assert merged.over_budget == [{"track": "user", "scope": "user-global", "used": 3000,
+                                   "limit": 2000}]
+    out = run_cli("sync", store=m.a_path)  # the fast-forward side hears it too
+    assert out.returncode == 0, out.stderr
+    assert "Fast-forwarded to origin/main" in out.stdout
+    assert "Over budget now (nothing was cut" in out.stdout
+    assert "user/user-global: 3000/2000 chars used" in out.stdout
+    assert texts(m.a) == texts(m.b) == ["a" * 1500, "b" * 1500]
+    converged(m)
+
+
+def test_config_changes_merge_three_way_or_keep_local(machines: Machines) -> None:
+    m = machines
+
+    def edit(path: Path, old: str, new: str) -> None:
+        cfg = path / "filemem.yaml"
+        cfg.write_text(cfg.read_text().replace(old, new))
+        git(path, "commit", "-qam", f"config: {new}")
+
+    edit(m.a_path, "userGlobal: 2000", "userGlobal: 2500")  # lines far apart: merged
+    edit(m.b_path, "language: en", "language: zh")
+    results = sync_all(m)
+    (merge,) = [s for s in results[1].steps if s["kind"] == "merge"]
+    assert merge["conflicts"] == []
+    assert merge["files"] == ["filemem.yaml"]
+    config = (m.a_path / "filemem.yaml").read_text()
+    assert "userGlobal: 2500" in config and "language: zh" in config
+    converged(m)
+
+    edit(m.a_path, "maxEntriesPerQuery: 20", "maxEntriesPerQuery: 50")  # the same line
+    edit(m.b_path, "maxEntriesPerQuery: 20", "maxEntriesPerQuery: 60")
+    results = sync_all(m)
+    (merge,) = [s for s in results[1].steps if s["kind"] == "merge"]
+    (conflict,) = merge["conflicts"]
+    assert conflict["kind"] == "file" and conflict["kept"] == "local"
+    assert "git show" in conflict["message"]
+    assert "maxEntriesPerQuery: 60" in (m.a_path / "filemem.yaml").read_text()
+    assert [r["text"] for r in rows(m.a, "sync-conflict")] == ["filemem.yaml"]
+    converged(m)
+
+
+def test_two_stores_made_apart_join(tmp_path: Path, machines: Machines) -> None:
+    m = machines
+    add(m.a, "from A")
+    fsync.sync(m.a.store)
+    with filemem.open_store(tmp_path / "C", create=True, write_policy="auto") as c:
+        add(c, "from C, a store made with its own `filemem init`")
+        fsync.add_remote(c.store, "origin", str(m.remote))
+        result = fsync.sync(c.store)
+        (merge,) = [s for s in result.steps if s["kind"] == "merge"]
+        assert merge["base"] is None and merge["conflicts"] == []
+        assert texts(c) == ["from A", "from C, a store made with its own `filemem init`"]
+        assert_clean_repo(tmp_path / "C")
+    fsync.sync(m.b.store)
+    assert len(texts(m.b)) == 2
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_hand_edits_block_a_sync_that_would_change_them(machines: Machines) -> None:
+    m = machines
+    eid = add(m.a, "edited on two machines")
+    sync_all(m)
+    m.a.replace({**UG, "match": "edited", "text": "replaced on A"}, ctx())
+    fsync.sync(m.a.store)
+    file = m.b_path / entry_path(m.b.store.state().entries[eid])
+    file.write_bytes(file.read_bytes() + b" and by hand on B")
+    hand = file.read_bytes()
+    before = head(m.b_path)
+    with pytest.raises(filemem.ProtocolError) as err:
+        fsync.sync(m.b.store)
+    assert err.value.code == "WRITE_DENIED"
+    assert err.value.details["outcome"] == "hand-edit-pending"
+    assert head(m.b_path) == before and file.read_bytes() == hand
+    out = run_cli("sync", store=m.b_path)
+    assert out.returncode == 3 and "filemem status" in out.stderr
+    git(m.b_path, "checkout", "--", str(file))  # the owner discards the edit
+    fsync.sync(m.b.store)
+    assert by_id(m.b)[eid]["text"] == "replaced on A"
+    converged(m)
+
+
+def test_a_file_in_the_way_of_an_incoming_entry_blocks(machines: Machines) -> None:
+    m = machines
+    eid = add(m.a, "coming to B")
+    fsync.sync(m.a.store)
+    path = m.b_path / entry_path(m.a.store.state().entries[eid])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("a person's own file, not yet adopted")
+    with pytest.raises(filemem.ProtocolError) as err:
+        fsync.sync(m.b.store)
+    assert err.value.details["outcome"] == "hand-edit-pending"
+    assert path.read_text() == "a person's own file, not yet adopted"
+    path.unlink()
+    fsync.sync(m.b.store)
+    converged(m)
+
+
+def test_a_hand_edit_elsewhere_does_not_block(machines: Machines) -> None:
+    m = machines
+    eid = add(m.b, "left alone")
+    sync_all(m)
+    add(m.a, "new on A")
+    fsync.sync(m.a.store)
+    file = m.b_path / entry_path(m.b.store.state().entries[eid])
+    file.write_bytes(file.read_bytes() + b"!")
+    fsync.sync(m.b.store)
+    assert texts(m.b) == ["left alone", "new on A"]
+    assert git(m.b_path, "status", "--porcelain").strip().endswith(f"{eid}.md")
+
+
+def test_sync_without_a_remote_says_how_to_add_one(tmp_path: Path) -> None:
+    store = tmp_path / "solo"
+    assert run_cli("init", str(store)).returncode == 0
+    out = run_cli("sync", store=store)
+    assert out.returncode == 1
+    assert "NO_REMOTE" in out.stderr and "filemem remote add origin URL" in out.stderr
+    out = run_cli("sync", "--json", store=store)
+    assert json.loads(out.stdout)["error"]["code"] == "NO_REMOTE"
+
+
+def test_unusable_remotes_are_refused_clearly(tmp_path: Path, machines: Machines) -> None:
+    m = machines
+    store = m.a.store
+    fsync.add_remote(store, "nowhere", str(tmp_path / "missing.git"))
+    with pytest.raises(fsync.SyncError) as err:
+        fsync.sync(store, "nowhere")
+    assert err.value.code == "REMOTE_UNREACHABLE" and "git init --bare" in err.value.message
+    other = bare_remote(tmp_path / "other.git")
+    git(tmp_path, "clone", "-q", str(other), str(tmp_path / "work"))
+    (tmp_path / "work" / "notes.txt").write_text("not a store")
+    git(tmp_path / "work", "add", "notes.txt")
+    git(tmp_path / "work", "commit", "-qm", "notes")
+    git(tmp_path / "work", "push", "-q", "origin", "HEAD:main")
+    fsync.add_remote(store, "other", str(other))
+    with pytest.raises(fsync.SyncError) as err:
+        fsync.sync(store, "other")
+    assert err.value.code == "REMOTE_NOT_A_STORE"
+    add(m.a, "ahead")
+    fsync.add_remote(store, "working", str(m.b_path))  # a store with main checked out
+    with pytest.raises(fsync.SyncError) as err:
+        fsync.sync(store, "working")
+    assert err.value.code == "BAD_REMOTE" and "bare" in err.value.message
+    assert fsync.pick_remote(store.git, None).name == "origin"  # several: origin is the default
+
+
+def test_push_is_a_compare_and_swap(machines: Machines) -> None:
+    m = machines
+    stale = head(m.remote, "main")
+    add(m.b, "B pushed first")
+    fsync.sync(m.b.store)
+    moved = head(m.remote, "main")
+    add(m.a, "A is behind")
+    remote = fsync.pick_remote(m.a.store.git, None)
+    assert fsync.push(m.a.store.git, remote, stale, head(m.a_path)) is False
+    assert head(m.remote, "main") == moved
+    result = fsync.sync(m.a.store)  # fetches, merges, pushes
+    assert [s["kind"] for s in result.steps] == ["merge", "push"]
+    sync_all(m)
+    converged(m)
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_remote_commands_and_a_two_machine_walkthrough(tmp_path: Path) -> None:
+    remote = bare_remote(tmp_path / "memory.git")
+    a, b = tmp_path / "laptop", tmp_path / "desktop"
+
+    def cli(*args: str, store: Path, code: int = 0) -> str:
+        out = run_cli(*args, store=store)
+        assert out.returncode == code, (args, out.stdout, out.stderr)
+        return out.stdout + out.stderr
+
+    cli("init", str(a), store=a)
+    cli("remote", "add", "origin", os.path.relpath(remote), store=a)
+    listed = json.loads(cli("remote", "list", "--json", store=a))
+    assert listed == [{"name": "origin", "url": str(remote)}]  # stored absolute
+    assert f"origin\t{remote} (fetch)" in git(a, "remote", "-v")
+    assert "REMOTE_EXISTS" in cli("remote", "add", "origin", "elsewhere", store=a, code=1)
+    assert "Pushed 1 commit to origin (new branch main at " in cli("sync", store=a)
+    assert "Cloned" in cli("clone", str(remote), str(b), store=b)
+    cli("add", "--yes", "--scope", "user-global", "Uses", "fish", "shell", store=a)
+    cli("add", "--yes", "--scope", "user-global", "Likes", "short", "answers", store=b)
+    cli("sync", store=a)
+    merged = json.loads(cli("sync", "--json", store=b))
+    assert [s["kind"] for s in merged["steps"]] == ["merge", "push"]
+    assert "Fast-forwarded" in cli("sync", store=a)
+    assert "Already up to date" in cli("sync", store=a)
+    found = json.loads(cli("query", "--json", "--scope", "user-global", store=a))
+    assert sorted(e["text"] for e in found["entries"]) == ["Likes short answers",
+                                                           "Uses fish shell"]
+    assert "Removed remote origin" in cli("remote", "remove", "origin", store=b)
+    assert json.loads(cli("remote", "list", "--json", store=b)) == []
+    assert git(b, "branch", "-r") == ""
+    assert "NO_REMOTE" in cli("remote", "remove", "origin", store=b, code=1)
+
+
+def test_sync_over_the_ssh_transport(tmp_path: Path, machines: Machines,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """dulwich's ssh client against git's own upload-pack/receive-pack; the "ssh" here
+    runs the remote command locally instead of logging in somewhere."""
+    m = machines
+    shim = tmp_path / "fake-ssh"
+    shim.write_text('#!/bin/sh\nfor last; do :; done\nexec sh -c "$last"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(shim))
+    fsync.add_remote(m.b.store, "server", f"ssh://localhost{m.remote}")
+    add(m.a, "pushed by A over a path")
+    add(m.b, "pushed by B over ssh")
+    fsync.sync(m.a.store)
+    result = fsync.sync(m.b.store, "server")
+    assert [s["kind"] for s in result.steps] == ["merge", "push"]
+    fsync.sync(m.a.store)
+    converged(m)
+
+
+# ---------------------------------------------------------------- crashes
+
+
+def test_a_killed_sync_leaves_both_sides_valid_and_the_next_one_finishes(
+        machines: Machines) -> None:
+    m = machines
+    rng = random.Random(20261130)
+    expected = []
+    for i in range(10):
+        for p, who in ((m.a, "A"), (m.b, "B")):
+            add(p, f"{who} {i}")
+            expected.append(f"{who} {i}")
+        target = m.a_path if i % 2 else m.b_path
+        child = subprocess.Popen([sys.executable, "-m", "filemem.cli", "sync", "--store",
+                                  str(target)], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.15, 0.75))  # a sync takes ~0.3-0.7 s here
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        for path in (m.a_path, m.b_path):
+            filemem.open_store(path).close()  # the next open repairs the working tree
+            assert_clean_repo(path)
+        git(m.remote, "fsck", "--strict")
+    sync_all(m)
+    fsync.sync(m.b.store)
+    assert texts(m.a) == sorted(expected)
+    converged(m)
+
+
+# A child that dies (exit 9, no clean-up) at one chosen point of a sync.
+TARGETED = """
+import os, sys
+import dulwich.refs
+import filemem, filemem.store, filemem.sync as S, filemem.worktree
+store, point, remote = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
+
+def die(*args, **kwargs):
+    os._exit(9)
+
+if point == "after-fetch":
+    S._integrate = die
+elif point == "after-the-commit":  # the branch moved; the working tree not yet
+    filemem.store.Transaction._mirror = die
+elif point == "mid-working-tree":
+    real_write, calls = filemem.worktree.write, []
+    def write(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os._exit(9)
+        return real_write(*args, **kwargs)
+    filemem.worktree.write = write
+elif point == "before-push":
+    S.push = die
+elif point == "mid-push":  # objects are in the remote, its branch has not moved
+    real_set = dulwich.refs.DiskRefsContainer.set_if_equals
+    def set_if_equals(self, *args, **kwargs):
+        if self.path.startswith(remote):
+            os._exit(9)
+        return real_set(self, *args, **kwargs)
+    dulwich.refs.DiskRefsContainer.set_if_equals = set_if_equals
+S.sync(filemem.open_store(store).store)
+"""
+
+
+@pytest.mark.parametrize("point,who", [
+    ("after-fetch", "B"), ("after-the-commit", "B"), ("mid-working-tree", "B"),
+    ("before-push", "B"), ("mid-push", "B"), ("mid-working-tree", "A"),
+    ("after-the-commit", "A"),
+])
+def test_a_sync_dying_at_a_chosen_point_is_finished_by_the_next(
+        machines: Machines, point: str, who: str) -> None:
+    m = machines
+    for i in range(2):
+        add(m.a, f"A {i}")
+        add(m.b, f"B {i}")
+    fsync.sync(m.a.store)
+    if who == "A":  # A's sync will be a fast-forward to B's merge
+        fsync.sync(m.b.store)
+    target = m.a_path if who == "A" else m.b_path
+    child = subprocess.run([sys.executable, "-c", TARGETED, str(target), point,
+                            str(m.remote)], capture_output=True, text=True)
+    assert child.returncode == 9, child.stderr
+    with filemem.open_store(target) as reopened:  # repairs what the dead sync left
+        assert len(reopened.list_entries()) in (2, 4)
+    assert_clean_repo(target)
+    git(m.remote, "fsck", "--strict")
+    sync_all(m)
+    assert texts(m.a) == ["A 0", "A 1", "B 0", "B 1"]
+    converged(m)
+
+
+def test_a_ref_lock_left_on_a_local_remote_by_a_dead_push_is_cleared(
+        machines: Machines) -> None:
+    m = machines
+    lock = m.remote / "refs" / "heads" / "main.lock"
+    lock.write_text(head(m.remote, "main") + "\n")
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    add(m.a, "pushed past a stale lock")
+    result = fsync.sync(m.a.store)
+    assert [s["kind"] for s in result.steps] == ["push"] and not lock.exists()
+    fsync.sync(m.b.store)
+    converged(m)
