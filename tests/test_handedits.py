@@ -735,6 +735,39 @@ def test_a_provider_write_never_overwrites_a_hand_edit(p: filemem.Provider,
     assert_clean_repo(store_path)
 
 
+def test_a_file_saved_by_a_windows_editor_is_adopted(p: filemem.Provider,
+                                                     store_path: Path) -> None:
+    """CRLF line ends and a UTF-8 byte-order mark: the text is kept byte for byte."""
+    tea = add(p, "likes tea")
+    path = file_of(store_path, tea["id"])
+    data = path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(b"\xef\xbb\xbf" + data + b"\r\nand oolong\r\n")
+    listed = by_path(store_path)[rel(store_path, path)]
+    assert listed["adoptable"] is True
+    ok("adopt", "--yes", store=store_path)
+    assert texts(p) == ["likes tea\r\nand oolong\r\n"]
+    assert [e["version"] for e in p.list_entries()] == [2]
+    assert json.loads(ok("verify", "--json", store=store_path))["ok"] is True
+    assert_clean_repo(store_path)
+
+
+@pytest.mark.xfail(strict=True, reason="gap: `filemem status` ignores git's ignore rules, so a "
+                   "file git ignores (.DS_Store, editor backups) is listed as not adoptable and "
+                   "blocks `filemem adopt` of everything")
+def test_files_git_ignores_are_not_hand_edits(p: filemem.Provider, store_path: Path) -> None:
+    tea = add(p, "likes tea")
+    path = file_of(store_path, tea["id"])
+    with open(store_path / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write(".DS_Store\n*~\n")
+    put(path.parent / ".DS_Store", "finder")
+    put(path.parent / f"{path.name}~", path.read_text(encoding="utf-8"))
+    set_text(path, "likes green tea")
+    assert git(store_path, "status", "--porcelain").strip() == f"M {rel(store_path, path)}"
+    assert [c["path"] for c in status_json(store_path)] == [rel(store_path, path)]
+    ok("adopt", "--yes", store=store_path)
+    assert texts(p) == ["likes green tea"]
+
+
 # ---------------------------------------------------------------- adopt: choosing paths
 
 

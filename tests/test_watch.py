@@ -1,0 +1,431 @@
+"""Watching the store, and never serving a stale view when HEAD moves.
+
+`filemem watch --json` runs in a subprocess while the test edits files, adopts them and
+commits with git, as a person would; every line it prints is parsed. The Python Watcher is
+driven directly too. A Provider opened before a person's `git commit`, `git reset` or
+`git pull` must serve the new HEAD on its next call, watcher or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import filemem
+from filemem.watch import Watcher
+from tests.conftest import assert_clean_repo, ctx, git
+
+UG = {"track": "user", "scope": "user-global"}
+SHARED_UG = "user/user-global/_shared"
+TIMEOUT = 15.0  # generous: the machine is shared
+Event = dict[str, Any]
+Pred = Callable[[Event], bool]
+MakeProvider = Callable[..., filemem.Provider]
+
+
+def head(store: Path) -> str:
+    return git(store, "rev-parse", "HEAD").strip()
+
+
+def file_of(store: Path, entry_id: str) -> Path:
+    found = list(store.glob(f"*/*/**/{entry_id}.md"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def rel(store: Path, path: Path) -> str:
+    return path.relative_to(store).as_posix()
+
+
+def set_text(path: Path, text: str) -> None:
+    data = path.read_bytes()
+    cut = data.index(b"\n---\n") + 5
+    path.write_bytes(data[:cut] + text.encode("utf-8"))
+
+
+def fm(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "filemem", *args, "--store", str(store)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          cwd=str(store.parent))
+
+
+def entry_file(fields: dict[str, Any], text: str) -> str:
+    return "---\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in fields.items()) + \
+        "\n---\n" + text
+
+
+def valid_fields(**changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "id": str(uuid.uuid4()), "track": "user", "scope": "user-global", "workspaceKey": "",
+        "agentKey": "", "source": "me", "tags": [], "version": 1,
+        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
+        "sessionId": None}
+    fields.update(changes)
+    return fields
+
+
+def commit_new_file(store: Path, content: str, message: str, name: str | None = None) -> str:
+    """A person writes a file and commits it with git directly; returns its path."""
+    folder = store / SHARED_UG
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or f"{uuid.uuid4()}.md")
+    path.write_text(content, encoding="utf-8")
+    git(store, "add", rel(store, path))
+    git(store, "commit", "-q", "-m", message)
+    return rel(store, path)
+
+
+class Events:
+    """Lines from a stream, parsed as JSON, collected by a thread; wait for one that fits."""
+
+    def __init__(self) -> None:
+        self.seen: list[Event] = []
+        self._queue: queue.Queue[Event] = queue.Queue()
+
+    def put(self, event: Event) -> None:
+        self._queue.put(event)
+
+    def wait_for(self, pred: Pred, what: str, timeout: float = TIMEOUT) -> Event:
+        """The first event (seen before or arriving) that fits ``pred``; consumed."""
+        for i, e in enumerate(self.seen):
+            if pred(e):
+                del self.seen[i]
+                return e
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {what} within {timeout}s; saw {self.seen}")
+            try:
+                e = self._queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if pred(e):
+                return e
+            self.seen.append(e)
+
+
+class WatchProc:
+    """`filemem watch --json` on a store, in a subprocess."""
+
+    def __init__(self, store: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "filemem", "watch", "--json", "--store", str(store)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.events = Events()
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            self.events.put(json.loads(line))  # every line is one JSON object
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def watch(store_path: Path) -> Iterator[Callable[[], WatchProc]]:
+    started: list[WatchProc] = []
+
+    def start() -> WatchProc:
+        w = WatchProc(store_path)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.wait()
+
+
+def is_event(kind: str, **fields: Any) -> Pred:
+    return lambda e: e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())
+
+
+def ready(w: WatchProc, store: Path) -> None:
+    """Make a hand edit of README.md and wait until the watcher reports it: it is watching."""
+    with open(store / "README.md", "a", encoding="utf-8") as f:
+        f.write("\nwatching\n")
+    w.events.wait_for(is_event("hand-edit", path="README.md"), "the first report",
+                      timeout=TIMEOUT * 2)
+
+
+# ---------------------------------------------------------------- filemem watch --json
+
+
+def test_watch_reports_edits_adopts_commits_and_invalid_files(
+        make_provider: MakeProvider, store_path: Path,
+        watch: Callable[[], WatchProc]) -> None:
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    cake = p.add({**UG, "text": "likes cake"}, ctx())["entry"]
+    w = watch()
+    ready(w, store_path)
+
+    # a hand edit is reported within seconds, with what adopting it would commit
+    path = file_of(store_path, tea["id"])
+    t0 = time.monotonic()
+    set_text(path, "likes green tea")
+    e = w.events.wait_for(is_event("hand-edit", path=rel(store_path, path)), "hand-edit")
+    latency = time.monotonic() - t0
+    assert (e["kind"], e["adoptable"], e["id"]) == ("edited", True, tea["id"])
+    assert (e["entry"]["text"], e["entry"]["version"]) == ("likes green tea", 2)
+    print(f"\nhand edit reported after {latency:.2f}s")
+    assert latency < 10
+
+    # adopting it moves HEAD; the edit is settled
+    out = fm("adopt", "--yes", rel(store_path, path), store=store_path)
+    assert out.returncode == 0, out.stderr
+    moved = w.events.wait_for(is_event("head-moved"), "head-moved after adopt")
+    assert moved == {"event": "head-moved", "commit": head(store_path),
+                     "subject": "edit: adopt 1 hand edit", "entries": 2}
+    w.events.wait_for(is_event("settled", path=rel(store_path, path)), "settled")
+
+    # a person's own git commit moves HEAD too
+    cake_path = file_of(store_path, cake["id"])
+    set_text(cake_path, "likes carrot cake")
+    git(store_path, "commit", "-q", "-m", "Carrot cake, by hand", rel(store_path, cake_path))
+    moved = w.events.wait_for(is_event("head-moved", subject="Carrot cake, by hand"),
+                              "head-moved after git commit")
+    assert moved["commit"] == head(store_path) and moved["entries"] == 2
+
+    # a file committed invalid is reported as such (agents get STORE_CORRUPT meanwhile)
+    robot = valid_fields(track="robot")
+    bad = commit_new_file(store_path, entry_file(robot, "beep"), "My robot note",
+                          name=f"{robot['id']}.md")
+    w.events.wait_for(is_event("head-moved", subject="My robot note"), "head-moved (bad)")
+    invalid = w.events.wait_for(is_event("invalid-at-head", path=bad), "invalid-at-head")
+    assert "track must be one of user|agent" in invalid["problem"]
+
+    # a new hand-written file and a deletion
+    (store_path / SHARED_UG / "note.md").write_text("by hand", encoding="utf-8")
+    added = w.events.wait_for(is_event("hand-edit", path=f"{SHARED_UG}/note.md"), "added")
+    assert added["kind"] == "added" and added["adoptable"] is True
+    assert added["moveTo"].startswith(f"{SHARED_UG}/") and added["entry"]["text"] == "by hand"
+    (store_path / bad).unlink()
+    gone = w.events.wait_for(is_event("hand-edit", path=bad), "deleted")
+    assert gone["kind"] == "deleted"
+
+    # discarding settles them
+    assert fm("discard", "--yes", store=store_path).returncode == 0
+    settled = {w.events.wait_for(is_event("settled"), "settled")["path"] for _ in range(3)}
+    assert settled == {f"{SHARED_UG}/note.md", bad, "README.md"}
+    assert w.events.seen == [] or all(e["event"] in ("hand-edit", "settled")
+                                      for e in w.events.seen)
+
+    t0 = time.monotonic()
+    assert w.stop() == 0  # SIGTERM ends it cleanly
+    assert time.monotonic() - t0 < 10
+    assert w.proc.stderr is not None and "Traceback" not in w.proc.stderr.read()
+    assert all(line.endswith("\n") for line in w.lines)
+
+
+def test_watch_sees_a_git_pull(make_provider: MakeProvider, store_path: Path, tmp_path: Path,
+                               watch: Callable[[], WatchProc]) -> None:
+    p = make_provider()
+    p.add({**UG, "text": "likes tea"}, ctx())
+    clone = tmp_path / "laptop"
+    git(tmp_path, "clone", "-q", str(store_path), str(clone))
+    with filemem.open_store(clone, write_policy="auto") as other:
+        other.add({**UG, "text": "written on the laptop"}, ctx())
+    w = watch()
+    ready(w, store_path)
+    branch = git(store_path, "branch", "--show-current").strip()
+    git(store_path, "pull", "-q", "--ff-only", str(clone), branch)
+    moved = w.events.wait_for(is_event("head-moved", commit=head(store_path)), "head-moved")
+    assert moved["entries"] == 2 and moved["subject"].startswith("add user/user-global")
+    assert sorted(e["text"] for e in p.list_entries()) == ["likes tea",
+                                                           "written on the laptop"]
+    assert w.stop() == 0
+
+
+def test_watch_human_output(make_provider: MakeProvider, store_path: Path) -> None:
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    path = file_of(store_path, tea["id"])
+    set_text(path, "likes green tea")  # before it starts: the first scan reports it
+    proc = subprocess.Popen([sys.executable, "-m", "filemem", "watch", "--store",
+                             str(store_path)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert f"edited {rel(store_path, path)} - `filemem adopt` to commit it" in line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=TIMEOUT) == 0
+        assert proc.stderr is not None
+        assert f"Watching {store_path}" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- the Python Watcher
+
+
+def test_watcher_scan_reports_differences_only(make_provider: MakeProvider,
+                                               store_path: Path) -> None:
+    """``scan`` driven by hand: deterministic, no file events involved."""
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    path = file_of(store_path, tea["id"])
+    events: list[Event] = []
+    w = Watcher(p.store, events.append)
+    w.scan(initial=True)
+    assert events == []
+    set_text(path, "likes green tea")
+    w.scan()
+    assert [(e["event"], e["path"], e["entry"]["text"]) for e in events] == [
+        ("hand-edit", rel(store_path, path), "likes green tea")]
+    events.clear()
+    w.scan()
+    assert events == []  # nothing new: nothing reported again
+    set_text(path, "likes black tea")
+    w.scan()
+    assert [e["entry"]["text"] for e in events] == ["likes black tea"]  # changed again
+    events.clear()
+    git(store_path, "commit", "-q", "-m", "black tea", rel(store_path, path))
+    w.scan()
+    assert [e["event"] for e in events] == ["head-moved", "settled"]
+    assert events[0]["commit"] == head(store_path) and events[0]["subject"] == "black tea"
+    # the view was rebuilt at once: what the store serves is the new HEAD
+    assert p.store._state is not None and p.store._state.head == head(store_path)
+    assert [e["text"] for e in p.list_entries()] == ["likes black tea"]
+
+
+def test_watcher_with_file_events(make_provider: MakeProvider, store_path: Path) -> None:
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    path = file_of(store_path, tea["id"])
+    events = Events()
+    w = Watcher(p.store, events.put)
+    w.start()
+    try:
+        set_text(path, "likes green tea")
+        e = events.wait_for(is_event("hand-edit", path=rel(store_path, path)), "hand-edit")
+        assert e["entry"]["text"] == "likes green tea"
+        # a layer folder that did not exist when watching started is watched too
+        folder = store_path / "agent" / "user-global" / "_shared"
+        folder.mkdir(parents=True)
+        (folder / "n.md").write_text("in a new folder", encoding="utf-8")
+        e = events.wait_for(is_event("hand-edit", path="agent/user-global/_shared/n.md"),
+                            "hand-edit in a new folder")
+        assert e["kind"] == "added" and e["entry"]["track"] == "agent"
+        # an agent write moves HEAD: reported as such
+        p.add({**UG, "text": "likes cake"}, ctx())
+        moved = events.wait_for(is_event("head-moved", commit=head(store_path)), "head-moved")
+        assert moved["entries"] == 2
+    finally:
+        w.stop()
+    # stopped: nothing more is reported
+    set_text(path, "likes no tea")
+    time.sleep(1.0)
+    assert not any(e.get("entry", {}).get("text") == "likes no tea"
+                   for e in events.seen + list(events._queue.queue))
+
+
+# ---------------------------------------------------------------- never a stale view
+
+
+def test_a_provider_serves_the_new_head_after_a_persons_commit(make_provider: MakeProvider,
+                                                               store_path: Path) -> None:
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    first = {"id": "old-session", "header": {"cwd": "/work/proj"}}
+    frozen = p.snapshot(first)
+    assert p.query({"text": "tea"})["total"] == 1 and p.budgets()[0]["used"] == 9
+    # a person edits the entry, adds a file and lowers a budget, and commits it all with git
+    set_text(file_of(store_path, tea["id"]), "likes mint tea")
+    jasmine = valid_fields()
+    new_path = commit_new_file(store_path, entry_file(jasmine, "likes jasmine"), "prep",
+                               name=f"{jasmine['id']}.md")
+    cfg = store_path / "filemem.yaml"
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("userGlobal: 2000",
+                                                           "userGlobal: 500", 1),
+                   encoding="utf-8")
+    git(store_path, "commit", "-q", "-am", "mint tea, jasmine, smaller budget")
+    assert_clean_repo(store_path)
+
+    assert sorted(e["text"] for e in p.list_entries()) == ["likes jasmine", "likes mint tea"]
+    found = p.query({"text": "mint"})
+    assert found["total"] == 1 and found["entries"][0]["version"] == 1
+    assert p.query({"text": "jasmine"})["entries"][0]["id"] in new_path
+    assert p.budgets()[0] == {"track": "user", "scope": "user-global",
+                              "used": len("likes mint tea") + len("likes jasmine"),
+                              "limit": 500}
+    fresh = p.snapshot({"id": "new-session", "header": {"cwd": "/work/proj"}})
+    assert "likes mint tea" in fresh and "likes jasmine" in fresh
+    assert p.snapshot(first) == frozen  # a session's snapshot stays what it was shown
+    # writes go on top of the person's commit
+    p.replace({**UG, "match": "mint", "text": "likes peppermint tea"}, ctx())
+    assert git(store_path, "log", "-2", "--format=%s").split("\n")[1] == \
+        "mint tea, jasmine, smaller budget"
+    with pytest.raises(filemem.ProtocolError) as info:  # the new budget applies at once
+        p.add({**UG, "text": "z" * 480}, ctx())
+    assert info.value.code == "BUDGET_EXCEEDED" and info.value.details["limit"] == 500
+
+
+def test_a_provider_follows_reset_revert_and_pull(make_provider: MakeProvider,
+                                                  store_path: Path, tmp_path: Path) -> None:
+    p = make_provider()
+    p.add({**UG, "text": "one"}, ctx())
+    p.add({**UG, "text": "two"}, ctx())
+    assert len(p.list_entries()) == 2
+    git(store_path, "reset", "-q", "--hard", "HEAD~1")
+    assert [e["text"] for e in p.list_entries()] == ["one"]
+    assert p.query({"text": "two"})["total"] == 0
+    p.add({**UG, "text": "three"}, ctx())
+    git(store_path, "revert", "--no-edit", "HEAD")
+    assert [e["text"] for e in p.list_entries()] == ["one"]
+    assert p.budgets()[0]["used"] == 3
+    clone = tmp_path / "laptop"
+    git(tmp_path, "clone", "-q", str(store_path), str(clone))
+    with filemem.open_store(clone, write_policy="auto") as other:
+        other.add({**UG, "text": "from the laptop"}, ctx())
+    branch = git(store_path, "branch", "--show-current").strip()
+    git(store_path, "pull", "-q", "--ff-only", str(clone), branch)
+    assert [e["text"] for e in p.list_entries()] == ["one", "from the laptop"]
+    assert "from the laptop" in p.snapshot({"id": "after-pull", "header": {}})
+    assert_clean_repo(store_path)
+
+
+def test_a_provider_reports_an_invalid_file_committed_under_it(make_provider: MakeProvider,
+                                                               store_path: Path) -> None:
+    p = make_provider()
+    p.add({**UG, "text": "likes tea"}, ctx())
+    bad = commit_new_file(store_path, "no front-matter", "oops", name="oops.md")
+    for call in (p.list_entries, lambda: p.query({"text": "tea"}), p.budgets,
+                 lambda: p.snapshot({"id": "s-bad", "header": {}})):
+        with pytest.raises(filemem.ProtocolError) as info:
+            call()
+        assert info.value.code == "STORE_CORRUPT"
+        assert info.value.details["path"] == str(store_path / bad)
+    git(store_path, "revert", "--no-edit", "HEAD")
+    assert [e["text"] for e in p.list_entries()] == ["likes tea"]
