@@ -62,7 +62,6 @@ from .store import (
     CONFIG_FILE,
     META_DIR,
     HeadMoved,
-    State,
     Store,
     Transaction,
     hand_edited,
@@ -676,13 +675,13 @@ class _Plan:
 class _Merger:
     """Builds the entry-level merge of ``theirs`` into the local state (see module doc)."""
 
-    def __init__(self, git: GitRepo, state: State, remote: Remote, theirs: str) -> None:
-        self.git, self.state, self.remote, self.theirs = git, state, remote, theirs
+    def __init__(self, git: GitRepo, ours_tree: str, remote: Remote, theirs: str) -> None:
+        self.git, self.ours_tree, self.remote, self.theirs = git, ours_tree, remote, theirs
         self.plan = _Plan()
 
     def run(self, base: str | None) -> _Plan:
         base_tree = self.git.commit(base).tree if base else None
-        ours = _side(self.git, base_tree, self.state.tree, "the local branch")
+        ours = _side(self.git, base_tree, self.ours_tree, "the local branch")
         theirs = _side(self.git, base_tree, self.git.commit(self.theirs).tree,
                        f"{self.remote.name}/{BRANCH}")
         for key in sorted(theirs):
@@ -753,7 +752,7 @@ class _Merger:
         fork_id = str(uuid.UUID(bytes=digest[:16], version=4))
         fork = loser.revised(id=fork_id, version=1, created_at=loser.updated_at)
         path = entry_path(fork)
-        if fork_id not in self.state.entries and path not in self.plan.changes:
+        if path not in self.plan.changes and self.git.blob_at(self.ours_tree, path) is None:
             self.plan.changes[path] = codec.encode(fork, data)  # keeps a person's own keys
         return fork
 
@@ -788,6 +787,16 @@ class _Merger:
             f"{name}'s is blob {t[1][:12]} (`git show {self.theirs[:12]}:{path}`)"))
 
 
+def merge_changes(git: GitRepo, ours: str, theirs: str) -> dict[str, bytes | None]:
+    """The file changes a sync merge of commit ``theirs`` into commit ``ours`` makes on
+    top of ``ours`` (None deletes). The merge depends only on the two commits and their
+    merge base, so a checker (``filemem verify``) can recompute a ``sync-merge`` commit's
+    tree from its parents."""
+    base = _merge_base(git, ours, theirs)
+    merger = _Merger(git, git.commit(ours).tree, Remote("remote", ""), theirs)
+    return merger.run(base).changes
+
+
 def three_way(base: bytes, mine: bytes, other: bytes) -> bytes | None:
     """A line-based three-way merge of text files (``merge3``), or None if the changes
     overlap or a file is not UTF-8 text."""
@@ -811,7 +820,7 @@ def three_way(base: bytes, mine: bytes, other: bytes) -> bytes | None:
 def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str) -> dict[str, Any]:
     store, st = txn.store, txn.state
     git = store.git
-    plan = _Merger(git, st, remote, theirs).run(base)
+    plan = _Merger(git, st.tree, remote, theirs).run(base)
     _validate(git, {p: d for p, d in plan.changes.items() if d is not None}, remote, theirs)
     head_blobs = {p: (st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p))
                   for p in plan.changes}
@@ -918,6 +927,6 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
 
 __all__ = [
     "Conflict", "Remote", "SyncError", "SyncResult", "add_remote", "clone", "fetch",
-    "normalize_url", "over_budget", "pick_remote", "push", "remotes", "remove_remote", "sync",
-    "three_way",
+    "merge_changes", "normalize_url", "over_budget", "pick_remote", "push", "remotes",
+    "remove_remote", "sync", "three_way",
 ]

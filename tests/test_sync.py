@@ -18,6 +18,7 @@ import pytest
 
 import filemem
 from filemem import sync as fsync
+from filemem.gitrepo import PendingObjects
 from filemem.layout import entry_path
 from tests.conftest import assert_clean_repo, ctx, git, run_cli
 
@@ -163,6 +164,13 @@ def test_same_entry_replaced_on_both_sides_keeps_both(machines: Machines) -> Non
         assert "kept the local version" in found[y]["outcome"] and fork_y in found[y]["outcome"]
         assert found[x]["text"] == "Prefers tabs (A)"
     converged(m)
+    # the merge depends only on its parents: a checker can recompute its tree
+    git_repo = m.a.store.git
+    merge_commit = git_repo.commit(merge["commit"])
+    ours, theirs = merge_commit.parents
+    changes = fsync.merge_changes(git_repo, ours, theirs)
+    tree, _ = git_repo.splice(git_repo.commit(ours).tree, changes, PendingObjects())
+    assert tree == merge_commit.tree
 
 
 def test_remove_on_one_side_and_replace_on_the_other_keeps_the_replaced(
@@ -250,6 +258,16 @@ def test_two_stores_made_apart_join(tmp_path: Path, machines: Machines) -> None:
         assert_clean_repo(tmp_path / "C")
     fsync.sync(m.b.store)
     assert len(texts(m.b)) == 2
+
+
+@pytest.mark.parametrize("mine,other,merged", [
+    (b"a\nB\nc\nd\ne\n", b"a\nb\nc\nd\nE\n", b"a\nB\nc\nd\nE\n"),  # apart: merged
+    (b"a\nB\nc\nd\ne\n", b"a\nX\nc\nd\ne\n", None),  # the same line: overlap
+    (b"a\nb\nc\nd\ne\n\0", b"a\nb\nc\nd\nE\n", None),  # not text
+])
+def test_three_way_merge_of_other_files(mine: bytes, other: bytes,
+                                        merged: bytes | None) -> None:
+    assert fsync.three_way(b"a\nb\nc\nd\ne\n", mine, other) == merged
 
 
 # ---------------------------------------------------------------- refusals
