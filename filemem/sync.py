@@ -472,9 +472,9 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
                                      "commits": _count(store.git, local, theirs)})
                 break
         else:
-            raise SyncError("REMOTE_BUSY", f"{remote.name} kept moving while syncing "
-                            f"({attempts} rounds); what was merged so far is committed here. "
-                            "Run `filemem sync` again")
+            raise SyncError("REMOTE_BUSY", f"{remote.name} (or this store's branch) kept "
+                            f"moving while syncing ({attempts} rounds); what was merged so far "
+                            "is committed here. Run `filemem sync` again")
         result.over_budget = over_budget(store)
     return result
 
