@@ -218,7 +218,7 @@ def _parse_canonical_value(key: str, raw: str) -> Any:
 def _plain_ok(value: str) -> bool:
     """Whether ``value`` reads back as itself, a string, when written as a plain scalar.
     A UUID qualifies too: 8 hex digits and a dash are never a number or a date in YAML."""
-    return bool(_PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL
+    return bool((_PLAIN_RE.match(value) and value.lower() not in _PLAIN_SPECIAL)
                 or UUID_RE.match(value))
 
 
