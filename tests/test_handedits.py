@@ -54,7 +54,8 @@ def ok(*args: str, store: Path, cwd: Path | None = None) -> str:
 
 
 def status_json(store: Path) -> list[dict[str, Any]]:
-    return json.loads(ok("status", "--json", store=store))
+    changes: list[dict[str, Any]] = json.loads(ok("status", "--json", store=store))
+    return changes
 
 
 def by_path(store: Path) -> dict[str, dict[str, Any]]:
@@ -398,11 +399,12 @@ def test_status_gives_the_reason_and_adopt_refuses(case: str, p: filemem.Provide
     assert f"{path}" in human and f"cannot adopt: {listed['problem']}" in human
     on_disk = (store_path / path).read_bytes() if (store_path / path).exists() else None
     before, entries = head(store_path), texts(p)
-    for args in (("adopt", "--yes"), ("adopt", "--yes", path)):
-        out = fm(*args, store=store_path)
-        assert out.returncode == 1, (out.stdout, out.stderr)
-        assert f"filemem: cannot adopt {path}: {listed['problem']}" in out.stderr
-        assert "Adopted" not in out.stdout
+    # everything, or just that file (alternately, to keep the run short)
+    args = ("adopt", "--yes") if list(REASONS).index(case) % 2 else ("adopt", "--yes", path)
+    out = fm(*args, store=store_path)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert f"filemem: cannot adopt {path}: {listed['problem']}" in out.stderr
+    assert "Adopted" not in out.stdout
     assert head(store_path) == before and texts(p) == entries  # nothing committed
     after = (store_path / path).read_bytes() if (store_path / path).exists() else None
     assert after == on_disk  # the person's file is left as it was
@@ -710,11 +712,12 @@ def test_a_provider_write_never_overwrites_a_hand_edit(p: filemem.Provider,
     set_text(tea_file, "likes green tea")
     cake_file.unlink()
     before = head(store_path)
-    for call in (lambda: p.replace({**UG, "match": "tea", "text": "likes coffee"}, ctx()),
-                 lambda: p.remove({**UG, "match": "tea"}, ctx()),
-                 lambda: p.remove({**UG, "match": "cake"}, ctx()),
-                 lambda: p.consolidate({**UG, "matches": ["tea", "cake"], "text": "both"},
-                                       ctx())):
+    calls: list[Callable[[], Any]] = [
+        lambda: p.replace({**UG, "match": "tea", "text": "likes coffee"}, ctx()),
+        lambda: p.remove({**UG, "match": "tea"}, ctx()),
+        lambda: p.remove({**UG, "match": "cake"}, ctx()),
+        lambda: p.consolidate({**UG, "matches": ["tea", "cake"], "text": "both"}, ctx())]
+    for call in calls:
         with pytest.raises(filemem.ProtocolError) as info:
             call()
         err = info.value
@@ -766,6 +769,42 @@ def test_files_git_ignores_are_not_hand_edits(p: filemem.Provider, store_path: P
     assert [c["path"] for c in status_json(store_path)] == [rel(store_path, path)]
     ok("adopt", "--yes", store=store_path)
     assert texts(p) == ["likes green tea"]
+
+
+def test_moving_an_entry_file_to_another_layer_keeps_its_id(p: filemem.Provider,
+                                                           store_path: Path) -> None:
+    tea = add(p, "likes tea")
+    add(p, "coder note", agent="coder")  # makes the coder folder known
+    old = file_of(store_path, tea["id"])
+    folder = store_path / "user" / "user-global" / key_dir("coder")
+    new = folder / old.name
+    new.write_text(old.read_text(encoding="utf-8").replace('agentKey: ""', "agentKey: coder"),
+                   encoding="utf-8")
+    old.unlink()
+    kinds = {c["path"]: c["kind"] for c in status_json(store_path)}
+    assert kinds == {rel(store_path, old): "deleted", rel(store_path, new): "added"}
+    ok("adopt", "--yes", store=store_path)
+    moved = [e for e in p.list_entries() if e["id"] == tea["id"]]
+    assert len(moved) == 1 and moved[0]["agentKey"] == "coder"
+    assert git(store_path, "ls-files", rel(store_path, new)).strip() == rel(store_path, new)
+    assert json.loads(ok("verify", "--json", store=store_path))["ok"] is True
+    assert_clean_repo(store_path)
+
+
+@pytest.mark.xfail(strict=True, reason="gap: an entry moved to another layer by hand (same id, "
+                   "new folder) is adopted as version 1 with its old updatedAt: the change is "
+                   "not versioned like every other adopted edit")
+def test_a_moved_entry_gets_the_next_version(p: filemem.Provider, store_path: Path) -> None:
+    tea = add(p, "likes tea")
+    add(p, "coder note", agent="coder")
+    old = file_of(store_path, tea["id"])
+    new = store_path / "user" / "user-global" / key_dir("coder") / old.name
+    new.write_text(old.read_text(encoding="utf-8").replace('agentKey: ""', "agentKey: coder"),
+                   encoding="utf-8")
+    old.unlink()
+    ok("adopt", "--yes", store=store_path)
+    moved = next(e for e in p.list_entries() if e["id"] == tea["id"])
+    assert moved["version"] == 2 and moved["updatedAt"] > tea["updatedAt"]
 
 
 # ---------------------------------------------------------------- adopt: choosing paths

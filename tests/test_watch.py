@@ -351,6 +351,21 @@ def test_watcher_with_file_events(make_provider: MakeProvider, store_path: Path)
                    for e in events.seen + list(events._queue.queue))
 
 
+@pytest.mark.xfail(strict=True, reason="gap: a file already invalid at HEAD when watching "
+                   "starts is never reported (Watcher.scan(initial=True) skips the "
+                   "invalid-at-head check), though agents get STORE_CORRUPT")
+def test_watcher_reports_a_file_invalid_at_head_when_it_starts(make_provider: MakeProvider,
+                                                               store_path: Path) -> None:
+    p = make_provider()
+    p.add({**UG, "text": "likes tea"}, ctx())
+    bad = commit_new_file(store_path, "no front-matter", "oops", name="oops.md")
+    with pytest.raises(filemem.ProtocolError):
+        p.list_entries()
+    events: list[Event] = []
+    Watcher(p.store, events.append).scan(initial=True)
+    assert [(e["event"], e.get("path")) for e in events] == [("invalid-at-head", bad)]
+
+
 # ---------------------------------------------------------------- never a stale view
 
 
