@@ -122,6 +122,8 @@ def parse_rows(message: str) -> list[AuditRow] | None:
         assert current is not None
         if key in ("seq", "ts"):
             current[key] = int(raw)
+        elif key == "text" and not raw.startswith('"'):
+            raise ValueError("Audit-Text is not a JSON string")
         elif raw.startswith('"'):
             value = json.loads(raw)
             if not isinstance(value, str):

@@ -10,7 +10,9 @@ change until the owner adopts it: :func:`status` lists edited, added and deleted
 
 from __future__ import annotations
 
+import hashlib
 import os
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -28,7 +30,7 @@ from .layout import (
     is_entry_path,
     key_dir,
 )
-from .model import SCOPES, TRACKS, Entry, iso_ms, new_id, now_ms, utf16_len
+from .model import SCOPES, TRACKS, Entry, iso_ms, now_ms, utf16_len
 from .store import CONFIG_FILE, HeadMoved, State, Store, Transaction, private_files
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
@@ -68,8 +70,13 @@ class Change:
         return out
 
 
-def _working_files(root: str) -> set[str]:
-    """Files under the track folders of the working tree (temp files left out)."""
+def _working_files(store: Store) -> set[str]:
+    """Files under the track folders of the working tree, except temp files and what git
+    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file)."""
+    from dulwich.ignore import IgnoreFilterManager
+
+    root = store.root
+    ignored = IgnoreFilterManager.from_repo(store.git.repo)
     found: set[str] = set()
     for top in TRACKS:
         base = os.path.join(root, top)
@@ -77,9 +84,10 @@ def _working_files(root: str) -> set[str]:
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             for name in files:
-                if name.endswith(worktree.TMP_SUFFIX):
+                path = f"{rel}/{name}"
+                if name.endswith(worktree.TMP_SUFFIX) or ignored.is_ignored(path):
                     continue
-                found.add(f"{rel}/{name}")
+                found.add(path)
     return found
 
 
@@ -115,6 +123,13 @@ def _keys_from_folder(state: State, path: str) -> tuple[dict[str, Any], str | No
     return values, None
 
 
+def _id_for(path: str, data: bytes) -> str:
+    """The id a file written from scratch gets: a UUID v4 derived from its path and content,
+    so `status` shows the id `adopt` will give (and two adopts of it agree)."""
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape") + b"\0" + data).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
                now: int) -> tuple[Entry | None, str | None, str | None]:
     """(the entry adopting ``path`` would commit, its file's path, or the problem)."""
@@ -130,7 +145,8 @@ def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
         values = {k: v for k, v in values.items() if k not in ("version", "updatedAt")}
         defaults.update(version=before.version + 1, updatedAt=iso_ms(max(now, before.updated_at)))
     else:
-        defaults = {"id": id_from_path(path) or new_id(), "source": HAND_SOURCE, "tags": [],
+        defaults = {"id": id_from_path(path) or _id_for(path, data), "source": HAND_SOURCE,
+                    "tags": [],
                     "version": 1, "createdAt": iso_ms(now), "updatedAt": iso_ms(now),
                     "sessionId": None, **folder_values}
     missing = [k for k in ("workspaceKey", "agentKey") if k not in values and k not in defaults]
@@ -145,16 +161,17 @@ def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
         return None, None, f"the id was changed (the file is {before.id}'s)"
     target = entry_path(entry)
     if before is not None and target != path:
-        return None, None, (f"the front-matter moves the entry to another layer ({target}); "
-                            "edit the text only, or write a new file in the other folder")
+        return None, None, (f"the front-matter says the entry belongs in {target}; move the "
+                            "file there, or change only the text")
     stated = id_from_path(path)
     if before is None and stated is not None and stated != entry.id:
         return None, None, f"the file name says id {stated} but the front-matter says {entry.id}"
     return entry, target, None
 
 
-def status(store: Store) -> list[Change]:
-    """Everything in the working tree that differs from HEAD, in path order."""
+def status(store: Store, *, budget_check: bool = True) -> list[Change]:
+    """Everything in the working tree that differs from HEAD, in path order. Budgets are
+    checked as if everything were adopted (``adopt`` checks the changes it picks)."""
     state = store.state()
     head_files = {p for p in state.blobs} | set(state.corrupt)
     index = store.index()
@@ -171,10 +188,12 @@ def status(store: Store) -> list[Change]:
             continue
         entry, target, problem = _adoptable(state, path, data, before, now)
         changes.append(Change(path, "edited", before, entry, problem, data, target))
-    # an id is free again if its file was deleted (a person moving a file to another layer)
-    seen_ids = {e.id for e in state.entries.values()} - {
-        c.before.id for c in changes if c.kind == "deleted" and c.before is not None}
-    for path in sorted(_working_files(store.root) - head_files):
+    # an id is free again if its file was deleted (a person moving a file to another layer);
+    # the file that takes it over is that entry's next version
+    moved = {c.before.id: c.before for c in changes
+             if c.kind == "deleted" and c.before is not None}
+    seen_ids = {e.id for e in state.entries.values()} - moved.keys()
+    for path in sorted(_working_files(store) - head_files):
         data = worktree.read(store.root, path)
         if data is None:
             continue
@@ -183,6 +202,8 @@ def status(store: Store) -> list[Change]:
                                                           ".md)", data=data))
             continue
         entry, target, problem = _adoptable(state, path, data, None, now)
+        if entry is not None and entry.id in moved:
+            entry, target, problem = _adoptable(state, path, data, moved[entry.id], now)
         if entry is not None and entry.id in seen_ids:
             problem = f"id {entry.id} is already used by another entry"
             entry = None
@@ -199,7 +220,8 @@ def status(store: Store) -> list[Change]:
         if path == CONFIG_FILE:
             problem = "filemem.yaml cannot be deleted" if data is None else _config_problem(data)
         changes.append(Change(path, kind, problem=problem, data=data))
-    _check_budgets(state, state.config or Config(), changes)
+    if budget_check:
+        _check_budgets(state, state.config or Config(), changes)
     return changes
 
 
@@ -211,6 +233,12 @@ def _config_problem(data: bytes) -> str | None:
     except Exception as exc:  # YAML errors of any kind
         return f"not valid YAML: {exc}"
     return None
+
+
+def check_budgets(store: Store, changes: list[Change]) -> None:
+    """Mark what adopting exactly ``changes`` would put over budget."""
+    state = store.state()
+    _check_budgets(state, state.config or Config(), changes)
 
 
 def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
@@ -240,17 +268,28 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
     folder; a folder selects what is under it); all of them when ``paths`` is None."""
     if paths is None:
         return changes
-    wanted: list[str] = []
+
+    def under(rel: str) -> list[Change]:
+        return [c for c in changes
+                if rel == "" or c.path == rel or c.path.startswith(rel.rstrip("/") + "/")]
+
+    picked: list[Change] = []
     for p in paths:
-        full = os.path.abspath(p) if os.path.exists(p) or os.path.isabs(p) else \
-            os.path.join(root, p)
-        rel = os.path.relpath(full, root).replace(os.sep, "/")
-        if rel.startswith("../") or rel == "..":
+        readings = [os.path.abspath(p)]  # relative to the current folder (or absolute)
+        if not os.path.isabs(p):
+            readings.append(os.path.join(root, p))  # relative to the store
+        found = None
+        for full in readings:
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if rel == ".." or rel.startswith("../"):
+                continue
+            hits = under("" if rel == "." else rel)
+            if hits:
+                found = hits
+                break
+        if found is None and all(os.path.relpath(r, root).startswith("..") for r in readings):
             raise errors.invalid_input(f"{p} is not inside the store {root}")
-        wanted.append("" if rel == "." else rel)
-    picked = [c for c in changes
-              if any(w == "" or c.path == w or c.path.startswith(w.rstrip("/") + "/")
-                     for w in wanted)]
+        picked += [c for c in found or () if c not in picked]
     if not picked:
         raise errors.invalid_input(
             f"nothing to do for {', '.join(paths)}: no uncommitted change there "
@@ -264,7 +303,8 @@ def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
         try:
             # not validated: adopting a fix is how a person repairs a bad file at HEAD
             with store.transaction(validate=False) as txn:
-                changes = select(status(store), store.root, paths)
+                changes = select(status(store, budget_check=False), store.root, paths)
+                _check_budgets(txn.state, txn.state.config or Config(), changes)
                 bad = [c for c in changes if c.problem is not None]
                 if bad:
                     raise errors.invalid_input("cannot adopt " + "; ".join(
@@ -283,6 +323,11 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
         if not c.is_entry:
             files[c.path] = c.data
             rows.append(row("edit", text=f"{c.kind} {c.path}", outcome=OUTCOME, source="owner"))
+            continue
+        if c.kind == "deleted" and c.before is None:  # a file that was invalid at HEAD
+            files[c.path] = None
+            rows.append(row("edit", text=f"deleted {c.path}", outcome=f"{OUTCOME}: deleted",
+                            source="owner"))
             continue
         if c.kind == "deleted":
             assert c.before is not None
@@ -331,4 +376,4 @@ def sizes(change: Change) -> tuple[int, int]:
     return before, after
 
 
-__all__ = ["Change", "adopt", "discard", "select", "sizes", "status"]
+__all__ = ["Change", "adopt", "check_budgets", "discard", "select", "sizes", "status"]

@@ -88,10 +88,25 @@ def _entry_at(store: Store, info: CommitInfo, entry_id: str) -> Entry | None:
     return None
 
 
+def _unique_entry(store: Store, prefix: str) -> None:
+    """INVALID_INPUT unless ``prefix`` names one entry of the history."""
+    from . import errors
+
+    ids = {str(r["entryId"]) for info in commits_newest_first(store)
+           for r in store.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
+    if len(ids) > 1:
+        raise errors.invalid_input(
+            f"{prefix!r} is ambiguous: it is the start of {len(ids)} entry ids "
+            f"({', '.join(sorted(ids)[:5])}"
+            f"{', ...' if len(ids) > 5 else ''}); give more of the id")
+
+
 def log(store: Store, entry_id: str | None = None, limit: int | None = None
         ) -> list[dict[str, Any]]:
     """History items newest first: the commit, its time and each audit row; with
     ``entry_id`` (or a unique prefix) only that entry's rows, with its version."""
+    if entry_id is not None:
+        _unique_entry(store, entry_id)
     items: list[dict[str, Any]] = []
     for info in commits_newest_first(store):
         for r in store.commit_rows(info):
@@ -155,6 +170,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     modified: dict[str, tuple[Entry, Entry]] = {}
     deleted: dict[str, Entry] = {}
     others: list[str] = []
+    unreadable_deleted: list[str] = []
     for path, old, new in changes:
         if not is_entry_path(path):
             others.append(path)
@@ -163,6 +179,9 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
         after = _decoded(store, new, cache) if new else None
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
+            continue
+        if new is None and before is None:
+            unreadable_deleted.append(path)  # an invalid file removed (filemem adopt)
             continue
         if after is not None and before is not None:
             modified[after.id] = (before, after)
@@ -189,11 +208,14 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                 problems.append(f"{action} row for {eid}: no deleted file with that text")
         elif action == "edit":
             if eid is None:
-                continue  # an edit of a store file (filemem.yaml, README): claims `others`
+                continue  # an edit of a file by path: checked with `others` below
             e = added.get(eid) or (modified[eid][1] if eid in modified else deleted.get(eid))
             if e is None or e.text != text:
                 problems.append(f"edit row for {eid}: no changed file with that text")
-        elif action in ("seed", "init") or action.endswith(_NO_CHANGE_SUFFIXES):
+        elif action == "init":
+            if info.parents:
+                problems.append("an init row in a commit that is not the first one")
+        elif action == "seed" or action.endswith(_NO_CHANGE_SUFFIXES):
             pass
         else:
             problems.append(f"unknown audit action {action!r}")
@@ -201,9 +223,34 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
             claimed.add(eid)
     for eid in (added.keys() | modified.keys() | deleted.keys()) - claimed:
         problems.append(f"entry {eid} changed without an audit row claiming it")
-    if others and not actions & {"init", "edit"}:
-        problems.append(f"{', '.join(others)} changed in a commit that is not an init or edit")
+    # a file that is not an entry changes in the first commit (the template) or when an
+    # `edit` row names it ("edited filemem.yaml"); an invalid entry file deleted likewise
+    named = {str(r.get("text") or "").split(" ", 1)[-1] for r in rows
+             if r["action"] == "edit" and not r.get("entryId")}
+    for path in others + unreadable_deleted:
+        if not (("init" in actions and not info.parents) or path in named):
+            problems.append(f"{path} changed without an audit row naming it")
     return problems
+
+
+def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
+    """A filemem merge (``filemem sync``) must be exactly the merge of its two parents:
+    recompute it and compare trees."""
+    from .gitrepo import PendingObjects
+    from .sync import merge_changes
+
+    if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
+            or len(info.parents) != 2:
+        return ["a merge commit whose audit rows are not one sync-merge (and its conflicts)"]
+    ours, theirs = info.parents
+    try:
+        changes = merge_changes(store.git, ours, theirs)
+        tree, _ = store.git.splice(store.git.commit(ours).tree, changes, PendingObjects())
+    except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
+        return [f"the sync merge cannot be recomputed from its parents: {exc}"]
+    if tree != info.tree:
+        return ["the merge commit's tree is not the merge of its two parents"]
+    return []
 
 
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
@@ -267,8 +314,10 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
             report.external.append({"commit": info.sha,
                                     "subject": info.message.split("\n", 1)[0]})
         elif len(info.parents) > 1:
-            report.filemem_commits += 1  # a filemem merge (sync): its rows describe it
+            report.filemem_commits += 1
             report.rows += len(rows)
+            for problem in _check_merge(store, info, rows):
+                report.problems.append({"commit": info.sha, "problem": problem})
         else:
             report.filemem_commits += 1
             report.rows += len(rows)

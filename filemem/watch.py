@@ -48,13 +48,15 @@ class Watcher:
         """Compare HEAD and the working tree with the last report; emit the differences."""
         with self._lock:
             head = self.store.git.head()
-            if head != self._head and not initial:
+            if head != self._head or initial:
+                moved = head != self._head
                 self._head = head
                 state = self.store.state()  # rebuild the view now, not on the next request
-                info = self.store.git.commit(state.head)
-                self.emit({"event": "head-moved", "commit": head,
-                           "subject": info.message.split("\n", 1)[0],
-                           "entries": len(state.entries)})
+                if moved:
+                    info = self.store.git.commit(state.head)
+                    self.emit({"event": "head-moved", "commit": head,
+                               "subject": info.message.split("\n", 1)[0],
+                               "entries": len(state.entries)})
                 for path, reason in sorted(state.corrupt.items()):
                     self.emit({"event": "invalid-at-head", "path": path, "problem": reason})
             changes = {c.path: c for c in handedits.status(self.store)}

@@ -372,9 +372,9 @@ REASONS: dict[str, tuple[Setup, str]] = {
     "duplicate key": (_edit_front_matter("tags: []", "tags: []\nversion: two"), "duplicate"),
     "id changed": (_change_id, "the id was changed"),
     "moves to another layer": (_edit_front_matter('agentKey: ""', "agentKey: coder"),
-                               "moves the entry to another layer"),
+                               "the front-matter says the entry belongs in"),
     "moves to another track": (_edit_front_matter("track: user", "track: agent"),
-                               "moves the entry to another layer"),
+                               "the front-matter says the entry belongs in"),
     "id/path mismatch": (_wrong_name, "the file name says id"),
     "id already used": (_duplicate_id, "is already used by another entry"),
     "unknown agent folder": (_unknown_agent_folder, "cannot tell the agentKey"),
@@ -684,8 +684,6 @@ def test_adopting_a_fix_of_a_bad_file_at_head_repairs_the_store(p: filemem.Provi
     assert_clean_repo(store_path)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: adopting the deletion of a file that is invalid "
-                   "at HEAD crashes (AssertionError in handedits._commit: c.before is None)")
 def test_adopting_the_deletion_of_a_bad_file_at_head_repairs_the_store(
         p: filemem.Provider, store_path: Path) -> None:
     add(p, "likes tea")
@@ -754,9 +752,6 @@ def test_a_file_saved_by_a_windows_editor_is_adopted(p: filemem.Provider,
     assert_clean_repo(store_path)
 
 
-@pytest.mark.xfail(strict=True, reason="gap: `filemem status` ignores git's ignore rules, so a "
-                   "file git ignores (.DS_Store, editor backups) is listed as not adoptable and "
-                   "blocks `filemem adopt` of everything")
 def test_files_git_ignores_are_not_hand_edits(p: filemem.Provider, store_path: Path) -> None:
     tea = add(p, "likes tea")
     path = file_of(store_path, tea["id"])
@@ -791,9 +786,6 @@ def test_moving_an_entry_file_to_another_layer_keeps_its_id(p: filemem.Provider,
     assert_clean_repo(store_path)
 
 
-@pytest.mark.xfail(strict=True, reason="gap: an entry moved to another layer by hand (same id, "
-                   "new folder) is adopted as version 1 with its old updatedAt: the change is "
-                   "not versioned like every other adopted edit")
 def test_a_moved_entry_gets_the_next_version(p: filemem.Provider, store_path: Path) -> None:
     tea = add(p, "likes tea")
     add(p, "coder note", agent="coder")
@@ -869,9 +861,6 @@ def test_adopt_of_a_path_without_changes_or_outside_the_store(p: filemem.Provide
     assert {c["path"] for c in status_json(store_path)} == set(paths)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a path relative to the current folder is not "
-                   "found when the file was deleted (handedits.select only treats a path as "
-                   "cwd-relative if it exists)")
 def test_a_deleted_file_can_be_named_relative_to_the_current_folder(
         p: filemem.Provider, store_path: Path) -> None:
     tea = add(p, "likes tea")
@@ -882,10 +871,6 @@ def test_a_deleted_file_can_be_named_relative_to_the_current_folder(
     assert path.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: `filemem adopt/discard` without PATHS fails with "
-                   "'README.md is not inside the store' when the current folder has a file of "
-                   "the same name: the CLI passes store-relative paths to handedits.adopt/"
-                   "discard, whose select() re-reads them relative to the current folder")
 @pytest.mark.parametrize("command", ["adopt", "discard"])
 def test_adopt_and_discard_everything_from_a_project_folder(command: str, p: filemem.Provider,
                                                             store_path: Path,
@@ -903,8 +888,6 @@ def test_adopt_and_discard_everything_from_a_project_folder(command: str, p: fil
 # ---------------------------------------------------------------- budgets when adopting a part
 
 
-@pytest.mark.xfail(strict=True, reason="bug: adopt PATH checks budgets as if every hand edit "
-                   "were adopted, so a shrink left unadopted lets a layer go over budget")
 def test_adopting_part_of_the_edits_never_goes_over_budget(p: filemem.Provider,
                                                            store_path: Path) -> None:
     set_budget(store_path, 30)
@@ -918,8 +901,6 @@ def test_adopting_part_of_the_edits_never_goes_over_budget(p: filemem.Provider,
     assert out.returncode == 1 and "over budget" in out.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="bug: adopt PATH of a file that fits on its own is "
-                   "refused because another, unselected hand edit would not fit")
 def test_adopting_one_file_that_fits_is_not_refused_for_another(p: filemem.Provider,
                                                                 store_path: Path) -> None:
     set_budget(store_path, 30)
@@ -1024,9 +1005,6 @@ def test_discard_selected_paths(p: filemem.Provider, store_path: Path) -> None:
 # ---------------------------------------------------------------- gaps
 
 
-@pytest.mark.xfail(strict=True, reason="gap: `filemem status` shows a fresh random id (and "
-                   "moveTo path) for a file written from scratch on every call, which is not "
-                   "the id `filemem adopt` then gives it")
 def test_status_shows_the_id_adopt_will_give(p: filemem.Provider, store_path: Path) -> None:
     (store_path / SHARED_UG).mkdir(parents=True, exist_ok=True)
     put(store_path / SHARED_UG / "n.md", "a note")
@@ -1036,8 +1014,6 @@ def test_status_shows_the_id_adopt_will_give(p: filemem.Provider, store_path: Pa
     assert shown["id"] == again["id"] == done[0]["id"]
 
 
-@pytest.mark.xfail(strict=True, reason="gap: `filemem adopt --json` prints no JSON when a file "
-                   "cannot be adopted (only text on stderr), unlike the other --json commands")
 def test_adopt_json_reports_a_refusal_as_json(p: filemem.Provider, store_path: Path) -> None:
     (store_path / SHARED_UG).mkdir(parents=True, exist_ok=True)
     put(store_path / SHARED_UG / "bad.md", "---\ntags: [\n---\nx")

@@ -351,9 +351,6 @@ def test_watcher_with_file_events(make_provider: MakeProvider, store_path: Path)
                    for e in events.seen + list(events._queue.queue))
 
 
-@pytest.mark.xfail(strict=True, reason="gap: a file already invalid at HEAD when watching "
-                   "starts is never reported (Watcher.scan(initial=True) skips the "
-                   "invalid-at-head check), though agents get STORE_CORRUPT")
 def test_watcher_reports_a_file_invalid_at_head_when_it_starts(make_provider: MakeProvider,
                                                                store_path: Path) -> None:
     p = make_provider()

@@ -183,13 +183,17 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     from .. import handedits
 
     with open_store(store_path, validate=False) as store:
-        changes = handedits.select(handedits.status(store.store), store.path,
-                                   paths or None)
+        changes = handedits.select(handedits.status(store.store, budget_check=False),
+                                   store.path, paths or None)
+        handedits.check_budgets(store.store, changes)  # for what was picked, not everything
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
                 click.echo(_diff(store.store, c), nl=False, err=True)
         if bad:
+            if as_json:
+                emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
+                                     "details": {"problems": [c.to_json() for c in bad]}}})
             for c in bad:
                 click.echo(f"filemem: cannot adopt {c.path}: {c.problem}", err=True)
             sys.exit(1)

@@ -1,4 +1,5 @@
-"""Commands that serve the store to programs: `filemem bridge` (JSON-RPC over stdio)."""
+"""Commands that serve the store to programs: `filemem bridge` (JSON-RPC over stdio) and
+`filemem mcp` (the MCP server agents use)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,25 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
         click.echo(f"filemem bridge: {exc}", err=True)
         sys.exit(EXIT_NO_STORE)
     sys.exit(code)
+
+
+@main.command("mcp")
+@click.option("--workspace", metavar="DIR",
+              help="The session's workspace when the MCP client offers no roots "
+                   "(default: the server's current directory).")
+@click.option("--agent", metavar="NAME",
+              help="The agent this server writes for (its own memory layer beside the shared "
+                   "one); default: shared entries only.")
+@click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.")
+@store_option
+def mcp_command(workspace: str | None, agent: str | None, http_port: int | None,
+                store_path: str | None) -> None:
+    """Serve the memory to an agent as an MCP server (stdio by default). Under the ask
+    policy every write is shown to the person in the client (MCP elicitation); a client
+    that cannot ask stages it for `filemem pending`. The store is created if missing."""
+    from ..mcp_server import run
+
+    # the store opens on the first call, after `initialize` is answered: a store that cannot
+    # be opened is reported to the model as a tool error, not as a server that will not start
+    sys.exit(run(store=store_path, workspace=workspace, agent=agent, http_port=http_port))
