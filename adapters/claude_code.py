@@ -23,8 +23,9 @@ How a memory file's fields map onto an entry (the protocol's entry has no free-f
   ``type:<type>``.
 - ``name`` → the tag ``name:<name>``, unless it is the name export would derive anyway. A
   name too long for a tag (over 27 characters) is not kept; export derives a new one.
-- ``description`` → the text. When it is the memory's first line (what export writes), the
-  text is the body alone; otherwise the text is the description, a blank line, then the body.
+- ``description`` → the text. When the body's first line already says it (starts with it,
+  up to trailing punctuation; export writes exactly that), the text is the body alone;
+  otherwise the text is the description, a blank line, then the body.
 - a ``tags`` list (which filemem's export adds when the tags carry more than the above) →
   the tags. ``modified``, ``originSessionId`` and other keys are not kept: filemem stamps its
   own times and session ids.
