@@ -511,7 +511,8 @@ class Provider:
             st = txn.state
             budgets.check_groups(st.usage, self.config(st), additions)
             ts = now_ms()
-            made = [self._make(s, w, ts) for s in specs]
+            # consecutive milliseconds: listings (createdAt, id) keep the batch's order
+            made = [self._make(s, w, ts + i) for i, s in enumerate(specs)]
             rows: list[AuditRow] = [row("seed", text=summary, outcome=decision.label,
                                         source=DEFAULT_SOURCE, session_id=w.session_id)]
             rows += [row("add", track=e.track, scope=e.scope, entry_id=e.id, text=e.text,
