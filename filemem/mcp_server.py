@@ -16,7 +16,7 @@ re-implements a protocol rule. What this module adds is what only an MCP server 
     being written, and the provider refuses if the target changed while the person looked.
   - 2026-07-28: a server cannot send requests mid-call; a tool call is answered with an
     input-required round trip instead. A resolver runs the provider's pipeline up to the
-    approval step on a probe (nothing is written or recorded) to learn the exact payload,
+    approval step (`Provider.plan`: nothing is written or recorded) to learn the exact payload,
     and asks with ``Elicit``. On the retry the resolver runs again; the SDK discards the
     answer if the question (which contains the whole payload) changed, and asks again. The
     tool body then runs the real write with a gate that answers only for that same payload.
@@ -134,20 +134,6 @@ class ElicitationGate:
         if approver is None:
             raise RuntimeError("no MCP tool call is waiting for this approval")
         return approver(request)
-
-
-class _Probed(BaseException):
-    """Raised by the probe gate to stop a write at its approval step with the request in
-    hand. A BaseException so that the gate machinery (which turns an Exception into
-    ``unavailable``) lets it through: nothing is written, staged or recorded."""
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        super().__init__("probe")
-        self.request = request
-
-
-def _probe_gate(request: ApprovalRequest) -> str:
-    raise _Probed(request)
 
 
 class _Refuse:
@@ -268,7 +254,6 @@ class MemoryService:
     agent: str | None = None
     process_session: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex[:16]}")
     _provider: Provider | None = None
-    _probe: Provider | None = None
     _open_lock: threading.Lock = field(default_factory=threading.Lock)
     _roots: dict[str, str | None] = field(default_factory=dict)
     _warmed: bool = False
@@ -283,15 +268,6 @@ class MemoryService:
                 self._provider = filemem.open_store(self.store, create=True,
                                                     gate=ElicitationGate())
             return self._provider
-
-    def probe(self) -> Provider:
-        """A provider over the same store that always reaches its gate and never stages."""
-        real = self.provider()
-        with self._open_lock:
-            if self._probe is None:
-                self._probe = Provider(real.store, gate=_probe_gate, write_policy="ask",
-                                       write_policies={}, stage_pending=False)
-            return self._probe
 
     def warm_up(self) -> None:
         """Open the store and read HEAD in the background once the client is connected, so
@@ -580,7 +556,7 @@ class Plan:
 async def _plan(ctx: Context[Any, Any], session: Session, method: str,
                 inp: dict[str, Any]) -> Plan:
     """Decide how this write will be approved, and under 2026-07-28 learn its exact
-    payload by running the pipeline up to the approval step on the probe provider."""
+    payload by running the pipeline up to the approval step (`Provider.plan`)."""
     memory = service_of(ctx)
     if not can_elicit(ctx):
         return Plan(session, "nobody")
@@ -589,16 +565,8 @@ async def _plan(ctx: Context[Any, Any], session: Session, method: str,
 
     def probe() -> ApprovalRequest | None:
         """The request as the person must see it, or None if the policy decides alone."""
-        try:
-            getattr(memory.probe(), method)(inp, session.write())
-        except _Probed as probed:
-            request = probed.request
-        else:
-            raise RuntimeError("the probe wrote instead of stopping at approval")
-        policy, key = approval.resolve_policy(memory.provider().config(), request.payload)
-        if policy != "ask":
-            return None
-        return ApprovalRequest(request.payload, request.reason, request.write, policy, key)
+        request = memory.provider().plan(method, inp, session.write())
+        return request if request.policy == "ask" else None
 
     try:
         request = await anyio.to_thread.run_sync(probe)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from . import approval, budgets, envelope, errors, matching, snapshot
 from . import query as query_mod
-from .approval import Decision, Gate
+from .approval import ApprovalRequest, Decision, Gate
 from .auditlog import AuditRow, one_line, row
 from .config import Config
 from .model import (
@@ -68,6 +68,15 @@ class Replayable:
     targets: list[Entry] = field(default_factory=list)
     match: str = ""
     verb: str = ""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A write checked up to its approval step: what to ask, and what to do once allowed."""
+
+    payload: dict[str, Any]
+    apply: Callable[[Transaction, Decision], dict[str, Any]]
+    op: Replayable
 
 
 @dataclass(frozen=True)
@@ -311,8 +320,9 @@ class Provider:
                                    [(str(i), int(v)) for i, v in record.get("targets", [])]))
         try:
             if record["method"] == "seed":
-                return self._seed(record["arg"], writer_of(record["write"]),
-                                  record.get("verb") or "seed")
+                w = writer_of(record["write"])
+                prep = self._prepare_seed(record["arg"], w, record.get("verb") or "seed")
+                return self._approve_and_commit(prep.payload, w, prep.apply, prep.op)
             if record["method"] not in ("add", "replace", "remove", "consolidate"):
                 raise errors.invalid_input(f"unknown pending write {record['method']!r}")
             result: dict[str, Any] = getattr(self, record["method"])(record["arg"],
@@ -343,7 +353,51 @@ class Provider:
     # ------------------------------------------------------------ writes
 
     def add(self, input: Any, write: Any) -> dict[str, Any]:
+        return self._write(self._prepare_add, input, write)
+
+    def replace(self, input: Any, write: Any) -> dict[str, Any]:
+        return self._write(self._prepare_replace, input, write)
+
+    def remove(self, input: Any, write: Any) -> dict[str, Any]:
+        return self._write(self._prepare_remove, input, write)
+
+    def consolidate(self, input: Any, write: Any) -> dict[str, Any]:
+        return self._write(self._prepare_consolidate, input, write)
+
+    def seed(self, inputs: Any, write: Any) -> dict[str, Any]:
+        return self._write(self._prepare_seed, inputs, write)
+
+    def import_envelope(self, envelope_doc: Any, write: Any) -> dict[str, Any]:
+        """Import a ``memory-export-v1`` envelope: one approval, one commit, new ids."""
         w = writer_of(write)
+        entries = envelope.validate(envelope_doc)
+        prep = self._prepare_seed(envelope.seed_inputs(entries), w, "import")
+        return self._approve_and_commit(prep.payload, w, prep.apply, prep.op)
+
+    def plan(self, method: str, input: Any, write: Any) -> ApprovalRequest:
+        """A dry run up to the approval step: what a person would be asked to approve for
+        this write (and under which policy), or the ProtocolError it would fail with first.
+        Nothing is written or recorded. For surfaces that must show the question before
+        the call that writes (MCP's input-required round trip)."""
+        preparers: dict[str, Callable[[Any, Writer], Prepared]] = {
+            "add": self._prepare_add, "replace": self._prepare_replace,
+            "remove": self._prepare_remove, "consolidate": self._prepare_consolidate,
+            "seed": self._prepare_seed}
+        prepare = preparers.get(method)
+        if prepare is None:
+            raise errors.invalid_input(f"unknown memory write {method!r}")
+        w = writer_of(write)
+        prep = prepare(input, w)
+        policy, key = approval.resolve_policy(self.config(), prep.payload)
+        return ApprovalRequest(prep.payload, approval.reason(prep.payload), w.write, policy, key)
+
+    def _write(self, prepare: Callable[[Any, Writer], Prepared], arg: Any,
+               write: Any) -> dict[str, Any]:
+        w = writer_of(write)  # WRITE_REQUIRES_AGENT before anything else
+        prep = prepare(arg, w)
+        return self._approve_and_commit(prep.payload, w, prep.apply, prep.op)
+
+    def _prepare_add(self, input: Any, w: Writer) -> Prepared:
         spec = self._new_entry(input, w)
         state = self.store.checked()
         budgets.check(state.usage, self.config(state), spec.track, spec.scope, spec.size)
@@ -362,10 +416,9 @@ class Provider:
             return {"entry": self._protocol(entry),
                     "usage": self._usage(txn.state, entry.track, entry.scope)}
 
-        return self._approve_and_commit(payload, w, apply, Replayable("add", input))
+        return Prepared(payload, apply, Replayable("add", input))
 
-    def replace(self, input: Any, write: Any) -> dict[str, Any]:
-        w = writer_of(write)
+    def _prepare_replace(self, input: Any, w: Writer) -> Prepared:
         inp = _input(input)
         track, scope = _layer(inp)
         text = validate_text(inp.get("text"))
@@ -400,11 +453,9 @@ class Provider:
             return {"previous": previous, "entry": self._protocol(new),
                     "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply,
-                                        Replayable("replace", input, [target], match))
+        return Prepared(payload, apply, Replayable("replace", input, [target], match))
 
-    def remove(self, input: Any, write: Any) -> dict[str, Any]:
-        w = writer_of(write)
+    def _prepare_remove(self, input: Any, w: Writer) -> Prepared:
         inp = _input(input)
         track, scope = _layer(inp)
         match = _match(inp.get("match"))
@@ -424,11 +475,9 @@ class Provider:
                 subject=f"remove {track}/{scope}: {current.text}", body=current.text)
             return {"entry": removed, "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply,
-                                        Replayable("remove", input, [target], match))
+        return Prepared(payload, apply, Replayable("remove", input, [target], match))
 
-    def consolidate(self, input: Any, write: Any) -> dict[str, Any]:
-        w = writer_of(write)
+    def _prepare_consolidate(self, input: Any, w: Writer) -> Prepared:
         inp = _input(input)
         track, scope = _layer(inp)
         text = validate_text(inp.get("text"))
@@ -480,20 +529,10 @@ class Provider:
             return {"removed": removed, "entry": self._protocol(entry),
                     "usage": self._usage(txn.state, track, scope)}
 
-        return self._approve_and_commit(payload, w, apply, Replayable(
+        return Prepared(payload, apply, Replayable(
             "consolidate", input, targets, ", ".join(matches)))
 
-    def seed(self, inputs: Any, write: Any) -> dict[str, Any]:
-        w = writer_of(write)
-        return self._seed(inputs, w, "seed")
-
-    def import_envelope(self, envelope_doc: Any, write: Any) -> dict[str, Any]:
-        """Import a ``memory-export-v1`` envelope: one approval, one commit, new ids."""
-        w = writer_of(write)
-        entries = envelope.validate(envelope_doc)
-        return self._seed(envelope.seed_inputs(entries), w, "import")
-
-    def _seed(self, inputs: Any, w: Writer, verb: str) -> dict[str, Any]:
+    def _prepare_seed(self, inputs: Any, w: Writer, verb: str = "seed") -> Prepared:
         if not isinstance(inputs, list) or not inputs:
             raise errors.invalid_input("seed requires a non-empty entry list")
         specs = [self._new_entry(i, w) for i in inputs]
@@ -522,7 +561,7 @@ class Provider:
                        body=summary)
             return {"added": len(made), "entries": [self._protocol(e) for e in made]}
 
-        return self._approve_and_commit(payload, w, apply, Replayable("seed", inputs, verb=verb))
+        return Prepared(payload, apply, Replayable("seed", inputs, verb=verb))
 
     # ------------------------------------------------------------ reads
 

@@ -128,10 +128,19 @@ def test_total_counts_every_match_and_truncated_is_exact(provider: filemem.Provi
 
 
 def test_ties_are_broken_by_updated_at_then_id(provider: filemem.Provider) -> None:
-    out = provider.seed([{**AW, "text": f"same time {i}"} for i in range(12)], ctx())
-    assert len({e["updatedAt"] for e in out["entries"]}) == 1
+    """Entries adopted together from hand-written files share one updatedAt (a seed gives
+    its entries consecutive milliseconds), so only the id can order them."""
+    from filemem import handedits
+
+    folder = Path(provider.path) / "user" / "user-global" / "_shared"
+    folder.mkdir(parents=True)
+    for i in range(12):
+        (folder / f"note-{i}.md").write_text(f"same time {i}")
+    handedits.adopt(provider.store)
+    entries = provider.list_entries()
+    assert len(entries) == 12 and len({e["updatedAt"] for e in entries}) == 1
     got = provider.query({"limit": 100})["entries"]
-    assert [e["id"] for e in got] == sorted(e["id"] for e in out["entries"])
+    assert [e["id"] for e in got] == sorted(e["id"] for e in entries)
 
 
 def test_order_is_recall_count_then_updated_at_then_id(provider: filemem.Provider) -> None:
