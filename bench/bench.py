@@ -9,8 +9,8 @@ CLI query, which starts a fresh ``filemem query`` process each time (what a shel
     python bench/bench.py --quick         # 100 and 1,000 entries, 2,000 commits
     python bench/bench.py --json out.json # also write the figures as JSON
 
-Entries are spread the way a real store is: four layers, 8 workspaces, 3 agents plus the
-shared layer, so a leaf folder holds about 1/40 of the entries.
+Entries are spread over four layers, 8 workspaces and 3 agents plus the shared layer: 40
+leaf folders (8 user-global ones with 1/8 of the entries each, 32 workspace ones with 1/64).
 """
 
 from __future__ import annotations
@@ -40,16 +40,25 @@ TARGETS_MS = {  # issue #2, at 1,000 entries (auditList: with 10,000 commits)
 }
 
 
+def _workspace(i: int) -> str:
+    return WORKSPACES[(i // 16) % len(WORKSPACES)]
+
+
+def _agent(i: int) -> str | None:
+    return AGENTS[(i // 4) % len(AGENTS)]
+
+
 def ctx(i: int) -> dict[str, Any]:
-    return filemem.write_context(session_id=f"bench-{i % 7}", cwd=WORKSPACES[i % len(WORKSPACES)],
-                                 agent=AGENTS[i % len(AGENTS)])
+    """The session that sees entry i (its workspace and agent)."""
+    return filemem.write_context(session_id=f"bench-{i % 7}", cwd=_workspace(i),
+                                 agent=_agent(i))
 
 
 def entry(i: int, tag: str = "fact") -> dict[str, Any]:
     """Entry i, in the layer, workspace and agent folder that session ``ctx(i)`` sees."""
     track, scope = LAYERS[i % 4]
-    return {"track": track, "scope": scope, "workspaceKey": WORKSPACES[i % len(WORKSPACES)],
-            "agentKey": AGENTS[i % len(AGENTS)] or "",
+    return {"track": track, "scope": scope, "workspaceKey": _workspace(i),
+            "agentKey": _agent(i) or "",
             "text": f"{tag} {i:06d}: the build uses make; tests run with pytest -q; "
                     f"deploys go through the staging cluster first (note {i})"}
 
