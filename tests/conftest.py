@@ -18,6 +18,8 @@ import filemem
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 SCHEMA_PATH = SHARED / "reference" / "dsh-memory-protocol-v1.schema.json"
+if not SCHEMA_PATH.exists():  # the conformance suite carries a copy of the normative schema
+    SCHEMA_PATH = ROOT / "conformance" / "dsh-memory-protocol-v1.schema.json"
 BIG = {"user": {"userGlobal": 10**7, "workspace": 10**7},
        "agent": {"userGlobal": 10**7, "workspace": 10**7}}
 GIT = shutil.which("git")
