@@ -92,3 +92,67 @@ def protocol_schema() -> dict[str, Any]:
     if not SCHEMA_PATH.exists():
         pytest.skip(f"the protocol schema is not at {SCHEMA_PATH}")
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def head(store: str | os.PathLike[str]) -> str:
+    """The commit HEAD points at, as git itself says."""
+    return git(store, "rev-parse", "HEAD").strip()
+
+
+def file_of(store: Path, entry_id: str) -> Path:
+    """The working-tree file of an entry (exactly one)."""
+    found = list(store.glob(f"*/*/**/{entry_id}.md"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def rel(store: Path, path: Path) -> str:
+    return path.relative_to(store).as_posix()
+
+
+def set_text(path: Path, text: str) -> None:
+    """Replace the text after the front-matter, as an editor would."""
+    data = path.read_bytes()
+    cut = data.index(b"\n---\n") + 5
+    path.write_bytes(data[:cut] + text.encode("utf-8"))
+
+
+def run_at_terminal(args: list[str], answer: bytes, prompt: bytes = b"Approve this write?",
+                    timeout: float = 60) -> tuple[int, str]:
+    """Run `filemem` with a pseudo-terminal as stdin/stdout/stderr and answer ``prompt``."""
+    import pty
+    import select
+    import time
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb"}
+    proc = subprocess.Popen([sys.executable, "-m", "filemem", *args], stdin=slave,
+                            stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and prompt in seen:
+                os.write(master, answer)
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        else:
+            proc.kill()
+            raise AssertionError(f"timed out; output so far: {seen!r}")
+        code = proc.wait(timeout=10)
+    finally:
+        os.close(master)
+    assert answered, seen
+    return code, seen.decode("utf-8", "replace").replace("\r\n", "\n")

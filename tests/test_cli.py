@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import assert_clean_repo, git, run_cli
+from tests.conftest import assert_clean_repo, git, run_at_terminal, run_cli
 
 ENTRY_FIELDS = {"id", "track", "scope", "workspaceKey", "agentKey", "text", "source", "tags",
                 "version", "createdAt", "updatedAt", "lastRecalled", "recallCount",
@@ -311,43 +305,6 @@ def test_write_without_yes_and_no_terminal_is_staged(store: Path) -> None:
 
 
 # ---------------------------------------------------------------- the prompt at a real terminal
-
-
-def run_at_terminal(args: list[str], answer: bytes, prompt: bytes = b"Approve this write?",
-                    timeout: float = 30) -> tuple[int, str]:
-    """Run the command with a pseudo-terminal as stdin/stdout/stderr; answer the prompt."""
-    master, slave = pty.openpty()
-    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb"}
-    proc = subprocess.Popen([sys.executable, "-m", "filemem", *args], stdin=slave,
-                            stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    seen = b""
-    answered = False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            if not answered and prompt in seen:
-                os.write(master, answer)
-                answered = True
-            if proc.poll() is not None and not ready:
-                break
-        else:
-            proc.kill()
-            raise AssertionError(f"timed out; output so far: {seen!r}")
-        code = proc.wait(timeout=10)
-    finally:
-        os.close(master)
-    assert answered, seen
-    return code, seen.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 def test_prompt_yes_writes(store: Path) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -22,7 +20,7 @@ import pytest
 
 import filemem
 from filemem.layout import key_dir
-from tests.conftest import assert_clean_repo, ctx, git
+from tests.conftest import assert_clean_repo, ctx, file_of, git, rel, run_at_terminal, set_text
 
 UG = {"track": "user", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
@@ -77,23 +75,6 @@ def commits(store: Path) -> int:
     return int(git(store, "rev-list", "--count", "HEAD"))
 
 
-def file_of(store: Path, entry_id: str) -> Path:
-    found = list(store.glob(f"*/*/**/{entry_id}.md"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-def rel(store: Path, path: Path) -> str:
-    return path.relative_to(store).as_posix()
-
-
-def set_text(path: Path, text: str) -> None:
-    """Replace the text after the front-matter, as an editor would."""
-    data = path.read_bytes()
-    cut = data.index(b"\n---\n") + 5
-    path.write_bytes(data[:cut] + text.encode("utf-8"))
-
-
 def trailers(store: Path, key: str, rev: str = "HEAD") -> list[str]:
     out = git(store, "log", "-1", f"--format=%(trailers:key={key},valueonly)", rev)
     return [line for line in out.split("\n") if line]
@@ -125,43 +106,6 @@ def set_budget(store: Path, limit: int) -> None:
     assert "userGlobal: 2000" in text
     cfg.write_text(text.replace("userGlobal: 2000", f"userGlobal: {limit}", 1), encoding="utf-8")
     ok("adopt", "--yes", "filemem.yaml", store=store)
-
-
-def at_terminal(args: list[str], answer: bytes, prompt: bytes,
-                timeout: float = 60) -> tuple[int, str]:
-    """Run `filemem` with a pseudo-terminal as stdin/stdout/stderr and answer ``prompt``."""
-    master, slave = pty.openpty()
-    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb"}
-    proc = subprocess.Popen([sys.executable, "-m", "filemem", *args], stdin=slave,
-                            stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    seen = b""
-    answered = False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            if not answered and prompt in seen:
-                os.write(master, answer)
-                answered = True
-            if proc.poll() is not None and not ready:
-                break
-        else:
-            proc.kill()
-            raise AssertionError(f"timed out; output so far: {seen!r}")
-        code = proc.wait(timeout=10)
-    finally:
-        os.close(master)
-    assert answered, seen
-    return code, seen.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 @pytest.fixture
@@ -451,7 +395,7 @@ def test_adopt_at_a_terminal_defaults_to_no(answer: bytes, p: filemem.Provider,
     tea = add(p, "likes tea")
     set_text(file_of(store_path, tea["id"]), "likes green tea")
     before = head(store_path)
-    code, screen = at_terminal(["adopt", "--store", str(store_path)], answer,
+    code, screen = run_at_terminal(["adopt", "--store", str(store_path)], answer,
                                b"Adopt 1 change(s)?")
     assert code == 3, screen
     assert "[y/N]" in screen and "Nothing adopted." in screen
@@ -464,7 +408,7 @@ def test_adopt_at_a_terminal_answered_yes(p: filemem.Provider, store_path: Path)
     tea = add(p, "likes tea")
     set_text(file_of(store_path, tea["id"]), "likes green tea")
     n = commits(store_path)
-    code, screen = at_terminal(["adopt", "--store", str(store_path)], b"y\n",
+    code, screen = run_at_terminal(["adopt", "--store", str(store_path)], b"y\n",
                                b"Adopt 1 change(s)?")
     assert code == 0, screen
     assert "Adopted 1 change(s) in one commit." in screen
@@ -973,12 +917,12 @@ def test_discard_asks_first(p: filemem.Provider, store_path: Path) -> None:
     assert f"M {rel(store_path, path)}" in out.stderr
     assert path.read_text(encoding="utf-8").endswith("likes green tea")
     for answer in (b"\n", b"n\n"):
-        code, screen = at_terminal(["discard", "--store", str(store_path)], answer,
+        code, screen = run_at_terminal(["discard", "--store", str(store_path)], answer,
                                    b"Discard 1 change(s)?")
         assert code == 3, screen
         assert "[y/N]" in screen and "cannot be undone" in screen
         assert path.read_text(encoding="utf-8").endswith("likes green tea")
-    code, screen = at_terminal(["discard", "--store", str(store_path)], b"y\n",
+    code, screen = run_at_terminal(["discard", "--store", str(store_path)], b"y\n",
                                b"Discard 1 change(s)?")
     assert code == 0, screen
     assert "Discarded 1 change(s)." in screen

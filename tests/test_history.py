@@ -28,7 +28,7 @@ from filemem import codec, history, owner
 from filemem.auditlog import commit_message, next_seq, row
 from filemem.layout import entry_path
 from filemem.model import Entry, iso_ms, new_id
-from tests.conftest import BIG, assert_clean_repo, ctx, git
+from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 
 UG = {"track": "user", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
@@ -57,26 +57,6 @@ def verify_json(store: Path, expect_exit: int = 0) -> dict[str, Any]:
                            "auditRows", "entriesAtHead", "problems"}
     assert report["ok"] is (expect_exit == 0)
     return report
-
-
-def head(store: Path) -> str:
-    return git(store, "rev-parse", "HEAD").strip()
-
-
-def file_of(store: Path, entry_id: str) -> Path:
-    found = list(store.glob(f"*/*/**/{entry_id}.md"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-def rel(store: Path, path: Path) -> str:
-    return path.relative_to(store).as_posix()
-
-
-def set_text(path: Path, text: str) -> None:
-    data = path.read_bytes()
-    cut = data.index(b"\n---\n") + 5
-    path.write_bytes(data[:cut] + text.encode("utf-8"))
 
 
 def person_commits(store: Path, message: str, *paths: str) -> str:

@@ -25,7 +25,7 @@ import pytest
 
 import filemem
 from filemem.watch import Watcher
-from tests.conftest import assert_clean_repo, ctx, git
+from tests.conftest import assert_clean_repo, ctx, file_of, git, head, rel, set_text
 
 UG = {"track": "user", "scope": "user-global"}
 SHARED_UG = "user/user-global/_shared"
@@ -33,26 +33,6 @@ TIMEOUT = 15.0  # generous: the machine is shared
 Event = dict[str, Any]
 Pred = Callable[[Event], bool]
 MakeProvider = Callable[..., filemem.Provider]
-
-
-def head(store: Path) -> str:
-    return git(store, "rev-parse", "HEAD").strip()
-
-
-def file_of(store: Path, entry_id: str) -> Path:
-    found = list(store.glob(f"*/*/**/{entry_id}.md"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-def rel(store: Path, path: Path) -> str:
-    return path.relative_to(store).as_posix()
-
-
-def set_text(path: Path, text: str) -> None:
-    data = path.read_bytes()
-    cut = data.index(b"\n---\n") + 5
-    path.write_bytes(data[:cut] + text.encode("utf-8"))
 
 
 def fm(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
