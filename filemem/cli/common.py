@@ -123,6 +123,29 @@ def yes_option(f: F) -> F:
                         help="Approve the write without a prompt (for scripts).")(f)
 
 
+def layer_options(f: F) -> F:
+    """--track and --scope of a write, with the reference's defaults (user/workspace)."""
+    f = click.option("--scope", type=SCOPES, default="workspace", show_default=True,
+                     help="user-global: everywhere; workspace: this workspace only.")(f)
+    return click.option("--track", type=TRACKS, default="user", show_default=True,
+                        help="user: about the person; agent: about the environment.")(f)
+
+
+def write_options(f: F) -> F:
+    """What every write command takes: the session, --yes, --store, --json; and errors
+    mapped to messages and exit codes."""
+    return session_options(yes_option(store_option(json_option(command(f)))))
+
+
+def report(result: dict[str, Any], as_json: bool, line: str) -> None:
+    """A write's result: JSON, or a line and the layer's budget usage."""
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(line)
+        click.echo(usage_line(result["usage"]))
+
+
 def open_store(store_path: str | None, *, yes: bool = False, validate: bool = True) -> Any:
     """The store with the CLI's approval transport: --yes, else the terminal if there is
     one, else none (under `ask` the write is then staged as a pending approval)."""

@@ -18,14 +18,16 @@ from .common import (
     emit_json,
     entry_line,
     json_option,
+    layer_options,
     one_line,
     open_store,
+    report,
     session_options,
     store_option,
     text_arg,
     usage_line,
     write_ctx,
-    yes_option,
+    write_options,
 )
 
 
@@ -72,17 +74,10 @@ def path(store_path: str | None) -> None:
 
 @main.command()
 @click.argument("text", nargs=-1, required=True)
-@click.option("--track", type=TRACKS, default="user", show_default=True,
-              help="user: about the person; agent: about the environment.")
-@click.option("--scope", type=SCOPES, default="workspace", show_default=True,
-              help="user-global: everywhere; workspace: this workspace only.")
+@layer_options
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable; <= 16 tags of <= 32 chars).")
 @click.option("--source", help="Provenance label (default: dsh-memento).")
-@session_options
-@yes_option
-@store_option
-@json_option
-@command
+@write_options
 def add(text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...], source: str | None,
         workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
         store_path: str | None, as_json: bool) -> None:
@@ -95,27 +90,18 @@ def add(text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...], so
         if source:
             inp["source"] = source
         result = store.add(inp, write_ctx(workspace, agent, session_id))
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"Added {result['entry']['id']} to {track}/{scope}.")
-        click.echo(usage_line(result["usage"]))
+    report(result, as_json, f"Added {result['entry']['id']} to {track}/{scope}.")
 
 
 
 @main.command()
 @click.argument("match")
 @click.argument("text", nargs=-1, required=True)
-@click.option("--track", type=TRACKS, default="user", show_default=True)
-@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
+@layer_options
 @click.option("--tag", "tags", multiple=True,
               help="New tags (repeatable); omit to keep the old ones.")
 @click.option("--clear-tags", is_flag=True, help="Remove all tags.")
-@session_options
-@yes_option
-@store_option
-@json_option
-@command
+@write_options
 def replace(match: str, text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...],
             clear_tags: bool, workspace: str | None, agent: str | None, session_id: str | None,
             yes: bool, store_path: str | None, as_json: bool) -> None:
@@ -126,46 +112,30 @@ def replace(match: str, text: tuple[str, ...], track: str, scope: str, tags: tup
         if tags or clear_tags:
             inp["tags"] = list(tags)
         result = store.replace(inp, write_ctx(workspace, agent, session_id))
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"Replaced {result['entry']['id']} (now version {result['entry']['version']}).")
-        click.echo(usage_line(result["usage"]))
+    report(result, as_json,
+           f"Replaced {result['entry']['id']} (now version {result['entry']['version']}).")
 
 
 @main.command()
 @click.argument("match")
-@click.option("--track", type=TRACKS, default="user", show_default=True)
-@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
-@session_options
-@yes_option
-@store_option
-@json_option
-@command
+@layer_options
+@write_options
 def remove(match: str, track: str, scope: str, workspace: str | None, agent: str | None,
            session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
     """Remove the one entry whose text contains MATCH."""
     with open_store(store_path, yes=yes) as store:
         result = store.remove({"track": track, "scope": scope, "match": match},
                               write_ctx(workspace, agent, session_id))
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"Removed {result['entry']['id']}: {one_line(result['entry']['text'])}")
-        click.echo(usage_line(result["usage"]))
+    report(result, as_json,
+           f"Removed {result['entry']['id']}: {one_line(result['entry']['text'])}")
 
 
 @main.command()
 @click.argument("matches", nargs=-1, required=True)
 @click.option("--into", "text", required=True, help="The text of the new entry.")
-@click.option("--track", type=TRACKS, default="user", show_default=True)
-@click.option("--scope", type=SCOPES, default="workspace", show_default=True)
+@layer_options
 @click.option("--tag", "tags", multiple=True)
-@session_options
-@yes_option
-@store_option
-@json_option
-@command
+@write_options
 def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tags: tuple[str, ...],
                 workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
                 store_path: str | None, as_json: bool) -> None:
@@ -174,11 +144,8 @@ def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tag
         result = store.consolidate(
             {"track": track, "scope": scope, "matches": list(matches), "text": text,
              "tags": list(tags)}, write_ctx(workspace, agent, session_id))
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"Consolidated {len(result['removed'])} entries into {result['entry']['id']}.")
-        click.echo(usage_line(result["usage"]))
+    report(result, as_json,
+           f"Consolidated {len(result['removed'])} entries into {result['entry']['id']}.")
 
 
 @main.command()
@@ -329,11 +296,7 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
 @click.argument("path", type=click.Path(exists=True, allow_dash=True))
 @click.option("--adapter", "adapter_id", metavar="ID",
               help="Read another tool's memory (see `filemem adapters`); PATH may be a folder.")
-@session_options
-@yes_option
-@store_option
-@json_option
-@command
+@write_options
 def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str | None,
             session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
     """Import a memory-export-v1 envelope (PATH or `-`): one approval, one commit.
