@@ -156,3 +156,34 @@ def run_at_terminal(args: list[str], answer: bytes, prompt: bytes = b"Approve th
         os.close(master)
     assert answered, seen
     return code, seen.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+class Recorder:
+    """A gate that records each request and answers with a fixed outcome."""
+
+    def __init__(self, outcome: Any = "allowed-once") -> None:
+        self.outcome = outcome
+        self.calls: list[filemem.ApprovalRequest] = []
+
+    def __call__(self, req: filemem.ApprovalRequest) -> Any:
+        self.calls.append(req)
+        return self.outcome
+
+
+def entry_fields(**changes: Any) -> dict[str, Any]:
+    """The front-matter fields of a valid hand-written user/user-global entry file."""
+    import uuid
+
+    fields: dict[str, Any] = {
+        "id": str(uuid.uuid4()), "track": "user", "scope": "user-global", "workspaceKey": "",
+        "agentKey": "", "source": "me", "tags": [], "version": 1,
+        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
+        "sessionId": None}
+    fields.update(changes)
+    return fields
+
+
+def entry_file_text(fields: dict[str, Any], text: str) -> str:
+    """An entry file as a person might write it: one JSON value per key, then the text."""
+    lines = [f"{k}: {json.dumps(v)}" for k, v in fields.items()]
+    return "---\n" + "\n".join(lines) + "\n---\n" + text

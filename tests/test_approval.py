@@ -12,25 +12,13 @@ import pytest
 
 import filemem
 from filemem.approval import parse_reason
-from tests.conftest import assert_clean_repo, ctx
+from tests.conftest import Recorder, assert_clean_repo, ctx
 
 MakeProvider = Callable[..., filemem.Provider]
 UG = {"track": "user", "scope": "user-global"}
 UW = {"track": "user", "scope": "workspace"}
 AG = {"track": "agent", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
-
-
-class Recorder:
-    """A gate that records each request and answers with a fixed outcome."""
-
-    def __init__(self, outcome: Any = "allowed-once") -> None:
-        self.outcome = outcome
-        self.calls: list[filemem.ApprovalRequest] = []
-
-    def __call__(self, req: filemem.ApprovalRequest) -> Any:
-        self.calls.append(req)
-        return self.outcome
 
 
 def expect(code: str, fn: Callable[[], Any]) -> filemem.ProtocolError:

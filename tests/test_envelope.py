@@ -18,7 +18,7 @@ from referencing import Registry, Resource
 
 import filemem
 from filemem.model import parse_iso_ms
-from tests.conftest import BIG, ctx, git
+from tests.conftest import BIG, Recorder, ctx, git
 
 MakeProvider = Callable[..., filemem.Provider]
 UG = {"track": "user", "scope": "user-global"}
@@ -47,16 +47,6 @@ def head(path: Path) -> str:
 
 def commit_count(path: Path) -> int:
     return int(git(path, "rev-list", "--count", "HEAD").strip())
-
-
-class Recorder:
-    def __init__(self, outcome: str = "allowed-once") -> None:
-        self.outcome = outcome
-        self.calls: list[filemem.ApprovalRequest] = []
-
-    def __call__(self, req: filemem.ApprovalRequest) -> str:
-        self.calls.append(req)
-        return self.outcome
 
 
 def fill(p: filemem.Provider) -> None:

@@ -20,7 +20,17 @@ import pytest
 
 import filemem
 from filemem.layout import key_dir
-from tests.conftest import assert_clean_repo, ctx, file_of, git, rel, run_at_terminal, set_text
+from tests.conftest import (
+    assert_clean_repo,
+    ctx,
+    entry_fields,
+    entry_file_text,
+    file_of,
+    git,
+    rel,
+    run_at_terminal,
+    set_text,
+)
 
 UG = {"track": "user", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
@@ -82,21 +92,6 @@ def trailers(store: Path, key: str, rev: str = "HEAD") -> list[str]:
 
 def texts(p: filemem.Provider) -> list[str]:
     return sorted(e["text"] for e in p.list_entries())
-
-
-def front_matter(fields: dict[str, Any], text: str) -> str:
-    lines = [f"{k}: {json.dumps(v)}" for k, v in fields.items()]
-    return "---\n" + "\n".join(lines) + "\n---\n" + text
-
-
-def full_fields(**changes: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "id": str(uuid.uuid4()), "track": "user", "scope": "user-global", "workspaceKey": "",
-        "agentKey": "", "source": "me", "tags": [], "version": 1,
-        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
-        "sessionId": None}
-    fields.update(changes)
-    return fields
 
 
 def set_budget(store: Path, limit: int) -> None:
@@ -257,14 +252,14 @@ def _wrong_name(p: filemem.Provider, store: Path) -> str:
     name = f"{uuid.uuid4()}.md"
     path = store / SHARED_UG
     path.mkdir(parents=True, exist_ok=True)
-    (path / name).write_text(front_matter(full_fields(), "named after another id"),
+    (path / name).write_text(entry_file_text(entry_fields(), "named after another id"),
                              encoding="utf-8")
     return f"{SHARED_UG}/{name}"
 
 
 def _duplicate_id(p: filemem.Provider, store: Path) -> str:
     e = add(p, "likes tea")
-    put(store / SHARED_UG / "copy.md", front_matter({"id": e["id"]}, "a copy"))
+    put(store / SHARED_UG / "copy.md", entry_file_text({"id": e["id"]}, "a copy"))
     return f"{SHARED_UG}/copy.md"
 
 
@@ -608,7 +603,7 @@ def test_adopting_a_fix_of_a_bad_file_at_head_repairs_the_store(p: filemem.Provi
     add(p, "likes tea")
     eid = str(uuid.uuid4())
     bad = store_path / SHARED_UG / f"{eid}.md"
-    bad.write_text(front_matter(full_fields(id=eid, tags=["a", "a"]), "double tag"),
+    bad.write_text(entry_file_text(entry_fields(id=eid, tags=["a", "a"]), "double tag"),
                    encoding="utf-8")
     git(store_path, "add", rel(store_path, bad))
     git(store_path, "commit", "-q", "-m", "my own file")
@@ -619,7 +614,8 @@ def test_adopting_a_fix_of_a_bad_file_at_head_repairs_the_store(p: filemem.Provi
     assert out.returncode == 1 and "STORE_CORRUPT" in out.stderr
     # status still works and shows nothing (the file is as committed)
     assert status_json(store_path) == []
-    bad.write_text(front_matter(full_fields(id=eid, tags=["a"]), "double tag"), encoding="utf-8")
+    bad.write_text(entry_file_text(entry_fields(id=eid, tags=["a"]), "double tag"),
+                   encoding="utf-8")
     assert by_path(store_path)[rel(store_path, bad)]["adoptable"] is True
     ok("adopt", "--yes", store=store_path)
     assert texts(p) == ["double tag", "likes tea"]

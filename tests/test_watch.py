@@ -25,7 +25,17 @@ import pytest
 
 import filemem
 from filemem.watch import Watcher
-from tests.conftest import assert_clean_repo, ctx, file_of, git, head, rel, set_text
+from tests.conftest import (
+    assert_clean_repo,
+    ctx,
+    entry_fields,
+    entry_file_text,
+    file_of,
+    git,
+    head,
+    rel,
+    set_text,
+)
 
 UG = {"track": "user", "scope": "user-global"}
 SHARED_UG = "user/user-global/_shared"
@@ -39,21 +49,6 @@ def fm(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "filemem", *args, "--store", str(store)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           cwd=str(store.parent))
-
-
-def entry_file(fields: dict[str, Any], text: str) -> str:
-    return "---\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in fields.items()) + \
-        "\n---\n" + text
-
-
-def valid_fields(**changes: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "id": str(uuid.uuid4()), "track": "user", "scope": "user-global", "workspaceKey": "",
-        "agentKey": "", "source": "me", "tags": [], "version": 1,
-        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
-        "sessionId": None}
-    fields.update(changes)
-    return fields
 
 
 def commit_new_file(store: Path, content: str, message: str, name: str | None = None) -> str:
@@ -195,8 +190,8 @@ def test_watch_reports_edits_adopts_commits_and_invalid_files(
     assert moved["commit"] == head(store_path) and moved["entries"] == 2
 
     # a file committed invalid is reported as such (agents get STORE_CORRUPT meanwhile)
-    robot = valid_fields(track="robot")
-    bad = commit_new_file(store_path, entry_file(robot, "beep"), "My robot note",
+    robot = entry_fields(track="robot")
+    bad = commit_new_file(store_path, entry_file_text(robot, "beep"), "My robot note",
                           name=f"{robot['id']}.md")
     w.events.wait_for(is_event("head-moved", subject="My robot note"), "head-moved (bad)")
     invalid = w.events.wait_for(is_event("invalid-at-head", path=bad), "invalid-at-head")
@@ -355,8 +350,8 @@ def test_a_provider_serves_the_new_head_after_a_persons_commit(make_provider: Ma
     assert p.query({"text": "tea"})["total"] == 1 and p.budgets()[0]["used"] == 9
     # a person edits the entry, adds a file and lowers a budget, and commits it all with git
     set_text(file_of(store_path, tea["id"]), "likes mint tea")
-    jasmine = valid_fields()
-    new_path = commit_new_file(store_path, entry_file(jasmine, "likes jasmine"), "prep",
+    jasmine = entry_fields()
+    new_path = commit_new_file(store_path, entry_file_text(jasmine, "likes jasmine"), "prep",
                                name=f"{jasmine['id']}.md")
     cfg = store_path / "filemem.yaml"
     cfg.write_text(cfg.read_text(encoding="utf-8").replace("userGlobal: 2000",

@@ -16,7 +16,7 @@ import pytest
 
 import filemem
 from filemem.model import workspace_key_of
-from tests.conftest import BIG, assert_clean_repo, ctx, git
+from tests.conftest import BIG, Recorder, assert_clean_repo, ctx, git
 
 MakeProvider = Callable[..., filemem.Provider]
 UG = {"track": "user", "scope": "user-global"}
@@ -43,18 +43,6 @@ def texts(p: filemem.Provider) -> list[str]:
 
 def commits(path: Path) -> int:
     return int(git(path, "rev-list", "--count", "HEAD").strip())
-
-
-class Recorder:
-    """A gate that records each request and answers with a fixed outcome."""
-
-    def __init__(self, outcome: str = "allowed-once") -> None:
-        self.outcome = outcome
-        self.calls: list[filemem.ApprovalRequest] = []
-
-    def __call__(self, req: filemem.ApprovalRequest) -> str:
-        self.calls.append(req)
-        return self.outcome
 
 
 # ---------------------------------------------------------------- the agent check
