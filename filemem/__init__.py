@@ -18,11 +18,19 @@ from typing import Any
 
 from .approval import ApprovalRequest, Decision, Gate
 from .config import Config
-from .errors import CODES, ProtocolError
+from .errors import (
+    CODES,
+    FilememError,
+    ProtocolError,
+    StoreBusy,
+    StoreExists,
+    StoreNotFound,
+    SyncError,
+)
 from .location import default_store_path, resolve_store_path
 from .model import PROTOCOL, Entry
 from .provider import Provider, write_context
-from .store import Store, StoreNotFound
+from .store import Store
 
 __version__ = "0.1.0"
 
@@ -66,11 +74,15 @@ __all__ = [
     "ApprovalRequest",
     "Decision",
     "Entry",
+    "FilememError",
     "Gate",
     "ProtocolError",
     "Provider",
     "Store",
+    "StoreBusy",
+    "StoreExists",
     "StoreNotFound",
+    "SyncError",
     "default_store_path",
     "init_store",
     "open_store",

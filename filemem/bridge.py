@@ -30,6 +30,7 @@ METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 PROTOCOL_ERROR: Final = -32000
+STORE_ERROR: Final = -32001  # busy, missing, cannot be created: not a protocol code
 log = logging.getLogger("filemem.bridge")
 
 
@@ -231,10 +232,10 @@ class Bridge:
             if not notification:
                 self._error(rid, INVALID_PARAMS, f"{method}: {exc}")
             return
-        except errors.ProtocolError as exc:
+        except errors.FilememError as exc:
             if not notification:
-                self._error(rid, PROTOCOL_ERROR, exc.message,
-                            {"code": exc.code, "details": exc.details})
+                code = PROTOCOL_ERROR if isinstance(exc, errors.ProtocolError) else STORE_ERROR
+                self._error(rid, code, exc.message, {"code": exc.code, "details": exc.details})
             return
         except Exception as exc:  # never let one request kill the bridge
             log.exception("filemem bridge: %s failed", method)

@@ -36,12 +36,12 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from .errors import ProtocolError
+from .jsstr import ascii_lower
 from .model import (
     SCOPES,
     TRACKS,
     UUID_RE,
     Entry,
-    ascii_lower,
     iso_ms,
     normalize_tags,
     parse_iso_ms,

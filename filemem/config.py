@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from . import errors
-from .model import LAYERS, js_json
+from .jsstr import js_json
+from .model import LAYERS
 
 STORE_SCHEMA: Final = 1  # the store layout version this code reads and writes
 POLICIES: Final = ("ask", "auto", "off")

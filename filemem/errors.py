@@ -1,11 +1,22 @@
-"""Protocol errors: a stable ``code``, an English ``message`` and JSON-safe ``details``.
+"""Every error filemem raises on purpose, under one root::
 
-Callers branch on ``code``; messages are part of the audit contract and stay English.
+    FilememError              code, message, details; nothing was changed unless it says so
+    ├── ProtocolError         a dsh-memory-protocol/v1 error (INVALID_INPUT ... ADAPTER_PAYLOAD)
+    ├── StoreNotFound         no store at the path (NO_STORE)
+    ├── StoreExists           ``init`` into a folder that is not empty (STORE_EXISTS)
+    ├── StoreBusy             the store lock or git's index.lock stays taken (STORE_BUSY)
+    └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
+
+Callers branch on the class or on ``code``; each surface maps them through one table of its
+own (CLI exit codes, JSON-RPC codes, MCP tool errors). Messages stay English: they are part of
+the audit contract and other providers compare them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .jsstr import js_json
 
 INVALID_INPUT = "INVALID_INPUT"
 WRITE_REQUIRES_AGENT = "WRITE_REQUIRES_AGENT"
@@ -34,8 +45,14 @@ CODES = (
 )
 
 
-class ProtocolError(Exception):
-    """A dsh-memory-protocol/v1 error. Nothing was changed when one is raised."""
+NO_STORE = "NO_STORE"
+STORE_EXISTS = "STORE_EXISTS"
+STORE_BUSY = "STORE_BUSY"
+
+
+class FilememError(Exception):
+    """The root of filemem's errors: a stable ``code``, an English ``message`` and JSON-safe
+    ``details``."""
 
     code: str
     message: str
@@ -47,15 +64,51 @@ class ProtocolError(Exception):
         self.message = message
         self.details = dict(details or {})
 
-    def to_public(self) -> dict[str, Any]:
-        """The reference's flat projection: ``{code, message, ...details}``."""
-        return {"code": self.code, "message": self.message, **self.details}
-
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": dict(self.details)}
 
     def __repr__(self) -> str:
-        return f"ProtocolError({self.code!r}, {self.message!r}, {self.details!r})"
+        return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.details!r})"
+
+
+class ProtocolError(FilememError):
+    """A dsh-memory-protocol/v1 error. Nothing was changed when one is raised."""
+
+    def to_public(self) -> dict[str, Any]:
+        """The reference's flat projection: ``{code, message, ...details}``."""
+        return {"code": self.code, "message": self.message, **self.details}
+
+
+class StoreNotFound(FilememError):
+    """There is no filemem store at the path (``filemem init`` makes one)."""
+
+    def __init__(self, message: str) -> None:
+        FilememError.__init__(self, NO_STORE, message)
+
+
+class StoreExists(FilememError, FileExistsError):
+    """A new store was asked for in a folder that exists and is not empty."""
+
+    def __init__(self, message: str) -> None:
+        FilememError.__init__(self, STORE_EXISTS, message)
+
+
+class StoreBusy(FilememError, TimeoutError):
+    """Another process holds the store: its lock for too long, or git's ``index.lock``.
+    Nothing was written; trying again later is the answer."""
+
+    def __init__(self, message: str) -> None:
+        FilememError.__init__(self, STORE_BUSY, message)
+
+
+class SyncError(FilememError):
+    """A remote or sync operation that cannot go on. The message says why and what to do;
+    ``code`` is stable for scripts (NO_REMOTE, REMOTE_EXISTS, REMOTE_UNREACHABLE,
+    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE).
+    Nothing in the local store was changed unless the message says so."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
 
 
 def invalid_input(message: str) -> ProtocolError:
@@ -80,8 +133,6 @@ def budget_exceeded(track: str, scope: str, used: int, limit: int, needed: int) 
 
 
 def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False) -> ProtocolError:
-    from .model import js_json
-
     if changed:
         message = (
             f"the entry in {track}/{scope} matching {js_json(match)} changed while approval was "
@@ -93,8 +144,6 @@ def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False
 
 
 def ambiguous_match(track: str, scope: str, match: str, sample: list[str]) -> ProtocolError:
-    from .model import js_json
-
     n = len(sample)
     return ProtocolError(
         AMBIGUOUS_MATCH,

@@ -22,6 +22,7 @@ from . import config as config_mod
 from .auditlog import row
 from .codec import CodecError
 from .config import Config
+from .jsstr import utf16_len
 from .layout import (
     NO_WORKSPACE_DIR,
     SHARED_DIR,
@@ -30,7 +31,13 @@ from .layout import (
     is_entry_path,
     key_dir,
 )
-from .model import SCOPES, TRACKS, Entry, iso_ms, now_ms, utf16_len
+from .model import (
+    SCOPES,
+    TRACKS,
+    Entry,
+    iso_ms,
+    now_ms,
+)
 from .store import CONFIG_FILE, HeadMoved, State, Store, Transaction, private_files
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch

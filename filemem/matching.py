@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import errors
-from .model import Entry, ascii_lower, excerpt, visible
+from .jsstr import ascii_lower, excerpt
+from .model import Entry, visible
 
 SAMPLE_CHARS = 200
 

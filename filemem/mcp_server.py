@@ -85,7 +85,6 @@ SNAPSHOT_URI: Final = "filemem://snapshot"
 TOOL_SOURCE: Final = "memory-tool"  # the reference memory tool's source label
 GATE_NAME: Final = "MCP elicitation"
 ROOTS_TIMEOUT: Final = 10.0  # seconds a client gets to answer roots/list before we fall back
-NO_STORE: Final = "NO_STORE"  # the CLI's code for "no store here", not a protocol code
 
 Track = Literal["user", "agent"]
 Scope = Literal["user-global", "workspace"]
@@ -377,7 +376,10 @@ _HINTS: Final = {
     errors.STORE_CORRUPT: "The memory store needs repair; tell the user (`filemem status`). "
                           "Do not retry.",
     errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
-    NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
+    errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
+    errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
+    errors.STORE_BUSY: "Another program is using the memory store right now. Retry in a "
+                       "little while; nothing was written.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",
@@ -420,12 +422,10 @@ def error_result(action: str, code: str, message: str,
 
 
 def _failure(action: str, exc: BaseException) -> CallToolResult:
-    from .store import StoreNotFound
-
-    if isinstance(exc, errors.ProtocolError):
+    if isinstance(exc, errors.FilememError):
         return error_result(action, exc.code, exc.message, exc.details)
-    if isinstance(exc, (StoreNotFound, FileExistsError, PermissionError)):
-        return error_result(action, NO_STORE, str(exc))
+    if isinstance(exc, (FileExistsError, PermissionError)):
+        return error_result(action, errors.NO_STORE, str(exc))
     log.error("filemem mcp: memory_%s failed", action, exc_info=exc)
     return error_result(action, "INTERNAL_ERROR", f"memory {action} failed: {exc}")
 

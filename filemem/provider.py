@@ -23,17 +23,16 @@ from . import query as query_mod
 from .approval import ApprovalRequest, Decision, Gate
 from .auditlog import AuditRow, one_line, row
 from .config import Config
+from .jsstr import excerpt, utf16_len
 from .model import (
     DEFAULT_SOURCE,
     MAX_CONSOLIDATE,
     Entry,
     agent_key_of,
     check_unicode,
-    excerpt,
     new_id,
     normalize_tags,
     now_ms,
-    utf16_len,
     validate_layer,
     validate_optional_str,
     validate_text,

@@ -11,7 +11,8 @@ import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .model import MAX_QUERY_LIMIT, Entry, ascii_lower, visible
+from .jsstr import ascii_lower
+from .model import MAX_QUERY_LIMIT, Entry, visible
 
 
 def positive_int(raw: Any) -> int | None:

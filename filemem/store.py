@@ -60,10 +60,6 @@ _DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
 
 
-class StoreNotFound(Exception):
-    """There is no filemem store at the path (``filemem init`` makes one)."""
-
-
 class HeadMoved(Exception):
     """The branch moved between reading HEAD and the compare-and-swap (someone used git)."""
 
@@ -147,7 +143,7 @@ class Store:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if not os.path.isdir(os.path.join(self.root, ".git")):
-            raise StoreNotFound(
+            raise errors.StoreNotFound(
                 f"no filemem store at {self.root}; create one with `filemem init {self.root}`"
             )
         self.git = GitRepo(self.root)
@@ -188,7 +184,7 @@ class Store:
         except (GitError, KeyError, OSError):
             has_config = False
         if not has_config:
-            raise StoreNotFound(
+            raise errors.StoreNotFound(
                 f"{self.root} is a git repository but not a filemem store (no {CONFIG_FILE} "
                 "committed); use another folder or create a store with `filemem init`"
             )
@@ -206,7 +202,7 @@ class Store:
         if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
             if os.path.isdir(os.path.join(root, ".git")):
                 return cls(root)  # someone made it meanwhile (or it is already a store)
-            raise FileExistsError(
+            raise errors.StoreExists(
                 f"{root} exists and is not empty; choose a new or empty folder for the store"
             )
         parent = os.path.dirname(root)
@@ -272,9 +268,10 @@ class Store:
                     with private_files():  # the lock file too is the owner's only
                         lock.acquire()
                 except portalocker.LockException:
-                    raise TimeoutError(
-                        f"the store lock {self.meta}/lock is held by another process for more "
-                        f"than {LOCK_TIMEOUT:.0f} s"
+                    raise errors.StoreBusy(
+                        f"the store is busy: its lock {self.meta}/lock has been held by another "
+                        f"filemem process for more than {LOCK_TIMEOUT:.0f} s; nothing was "
+                        "written; try again when that process has finished"
                     ) from None
                 self._file_lock = lock
             self._lock_depth += 1
@@ -529,7 +526,10 @@ class Store:
         return self._index
 
     def _write_index(self, index: GitIndex) -> None:
-        index.write()
+        try:
+            index.write()
+        except TimeoutError as exc:  # git's index.lock stayed taken
+            raise errors.StoreBusy(f"the store is busy: {exc}") from None
         st = os.stat(index.path)
         self._index_id = (st.st_ino, st.st_mtime_ns, st.st_size)
 
@@ -593,10 +593,10 @@ class Store:
         deadline = time.monotonic() + wait
         while os.path.exists(lock) and not self.journal.exists():
             if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{lock} exists: a git command is using this store's index; wait for it "
-                    "to finish, or delete the file if no git command is running; nothing "
-                    "was written")
+                raise errors.StoreBusy(
+                    f"the store is busy: {lock} exists, so a git command is using this "
+                    "store's index; wait for it to finish, or delete the file if no git "
+                    "command is running; nothing was written")
             time.sleep(0.02)
 
     def precheck(self, state: State, targets: list[Entry],

@@ -50,10 +50,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import budgets, codec, worktree
+from . import budgets, codec, errors, worktree
 from . import config as config_mod
 from .auditlog import AuditRow, row
 from .codec import CodecError
+from .errors import SyncError
 from .gitindex import GitIndex
 from .gitrepo import BRANCH, GitRepo
 from .layout import entry_path, id_from_path, is_entry_path, path_problem
@@ -79,21 +80,6 @@ _FORK_NAMESPACE: Final = b"filemem-sync-fork\0"
 Progress = Callable[[bytes], None]
 Version = tuple[str, str]  # (path, blob sha) of a file on one side
 Key = tuple[str, str]  # ("entry", id) or ("file", path): what the merge matches up
-
-
-class SyncError(Exception):
-    """A remote or sync operation that cannot go on. The message says why and what to do;
-    ``code`` is stable for scripts (NO_REMOTE, REMOTE_EXISTS, REMOTE_UNREACHABLE,
-    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE).
-    Nothing in the local store was changed unless the message says so."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": {}}
 
 
 # ---------------------------------------------------------------- remotes
@@ -882,7 +868,7 @@ def clone(url: str, path: str, progress: Progress | None = None) -> str:
     """
     root = os.path.abspath(os.path.expanduser(path))
     if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
-        raise FileExistsError(f"{root} exists and is not empty; choose a new or empty folder")
+        raise errors.StoreExists(f"{root} exists and is not empty; choose a new or empty folder")
     parent = os.path.dirname(root)
     os.makedirs(parent, exist_ok=True)
     building = os.path.join(parent, f".{os.path.basename(root)}.filemem-clone-{os.getpid()}-"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import filemem
 from filemem.adapters import default_registry, shipped_module
-from filemem.model import utf16_len
+from filemem.jsstr import utf16_len
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -8,16 +8,15 @@ from typing import Any
 
 import pytest
 
-from filemem import errors, model
+from filemem import errors, jsstr, model
 from filemem.errors import ProtocolError
+from filemem.jsstr import js_trim, utf16_len
 from filemem.model import (
     Entry,
     agent_key_of,
     iso_ms,
-    js_trim,
     normalize_tags,
     parse_iso_ms,
-    utf16_len,
     validate_layer,
     validate_protocol_entry,
     validate_text,
@@ -59,14 +58,14 @@ def test_utf16_len_counts_code_units(text: str, expected: int) -> None:
 
 
 def test_utf16_prefix_never_splits_a_surrogate_pair() -> None:
-    assert model.utf16_prefix("a😀b", 2) == "a"
-    assert model.utf16_prefix("a😀b", 3) == "a😀"
-    assert model.utf16_prefix("abc", 10) == "abc"
+    assert jsstr.utf16_prefix("a😀b", 2) == "a"
+    assert jsstr.utf16_prefix("a😀b", 3) == "a😀"
+    assert jsstr.utf16_prefix("abc", 10) == "abc"
 
 
 def test_excerpt_cuts_with_ellipsis_only_when_longer() -> None:
-    assert model.excerpt("x" * 300, 300) == "x" * 300
-    assert model.excerpt("x" * 301, 300) == "x" * 300 + "\u2026"
+    assert jsstr.excerpt("x" * 300, 300) == "x" * 300
+    assert jsstr.excerpt("x" * 301, 300) == "x" * 300 + "\u2026"
 
 
 @pytest.mark.parametrize(

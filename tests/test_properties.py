@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import filemem
 from filemem import errors
 from filemem.codec import decode, encode
-from filemem.model import Entry, js_trim, utf16_len
+from filemem.jsstr import js_trim, utf16_len
+from filemem.model import Entry
 from tests.conftest import assert_clean_repo, ctx, git
 
 UUID = "0f7c1b1e-4a5b-4c3d-9e8f-001122334455"

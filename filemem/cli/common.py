@@ -1,7 +1,8 @@
 """Shared pieces of the `filemem` command: options, approval at the terminal, output, errors.
 
-Exit codes: 0 success, 1 protocol error (the code is printed), 2 usage error, 3 the write
-was not approved (WRITE_DENIED), 4 no store at the path (or it cannot be created there).
+Exit codes (:data:`EXIT_CODES`, the one table): 0 success, 1 an error (its code is printed),
+2 usage error, 3 the write was not approved (WRITE_DENIED), 4 no store at the path (or it
+cannot be created there), 5 the store is busy (another process holds it; try again).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from .. import errors
 from ..approval import ApprovalRequest, describe
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_PROTOCOL, EXIT_USAGE, EXIT_DENIED, EXIT_NO_STORE = 1, 2, 3, 4
+EXIT_PROTOCOL, EXIT_USAGE, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY = 1, 2, 3, 4, 5
+EXIT_CODES: dict[str, int] = {  # error code -> exit status; any other error exits 1
+    errors.WRITE_DENIED: EXIT_DENIED,
+    errors.NO_STORE: EXIT_NO_STORE,
+    errors.STORE_EXISTS: EXIT_NO_STORE,
+    errors.STORE_BUSY: EXIT_BUSY,
+}
 TRACKS = click.Choice(["user", "agent"])
 SCOPES = click.Choice(["user-global", "workspace"])
 
@@ -58,22 +65,16 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def fail(exc: BaseException, as_json: bool) -> NoReturn:
-    if isinstance(exc, errors.ProtocolError):
-        if as_json:
-            emit_json({"error": exc.to_dict()})
-        else:
-            click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
-            if exc.details.get("outcome") == "unavailable":
-                click.echo("filemem: no terminal to ask for approval: run the command in a "
-                           "terminal, or pass --yes to approve it yourself", err=True)
-        sys.exit(EXIT_DENIED if exc.code == errors.WRITE_DENIED else EXIT_PROTOCOL)
-    message = str(exc)
+def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
+    """Print an error (JSON with ``--json``) and exit with its status from EXIT_CODES."""
     if as_json:
-        emit_json({"error": {"code": "NO_STORE", "message": message, "details": {}}})
+        emit_json({"error": exc.to_dict()})
     else:
-        click.echo(f"filemem: {message}", err=True)
-    sys.exit(EXIT_NO_STORE)
+        click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
+        if exc.details.get("outcome") == "unavailable":
+            click.echo("filemem: no terminal to ask for approval: run the command in a "
+                       "terminal, or pass --yes to approve it yourself", err=True)
+    sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
 
 
 def one_line(text: str, width: int = 100) -> str:
@@ -171,12 +172,10 @@ def command(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ..store import StoreNotFound
-
         as_json = bool(kwargs.get("as_json"))
         try:
             return f(*args, **kwargs)
-        except (errors.ProtocolError, StoreNotFound, FileExistsError, TimeoutError) as exc:
+        except errors.FilememError as exc:
             fail(exc, as_json)
 
     return wrapper  # type: ignore[return-value]

@@ -9,9 +9,8 @@ import sys
 import click
 
 from .. import errors
-from ..store import StoreNotFound
 from .app import main
-from .common import EXIT_NO_STORE, EXIT_PROTOCOL, store_option
+from .common import EXIT_CODES, EXIT_NO_STORE, EXIT_PROTOCOL, store_option
 
 
 @main.command()
@@ -37,10 +36,10 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--budgets") from None
     try:
         code = run(store_path, budgets=budgets_value, approval=approval)
-    except errors.ProtocolError as exc:
+    except errors.FilememError as exc:
         click.echo(f"filemem bridge: {exc.code}: {exc.message}", err=True)
-        sys.exit(EXIT_PROTOCOL)
-    except (OSError, TimeoutError, StoreNotFound) as exc:
+        sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
+    except OSError as exc:
         click.echo(f"filemem bridge: {exc}", err=True)
         sys.exit(EXIT_NO_STORE)
     sys.exit(code)

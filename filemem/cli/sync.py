@@ -1,22 +1,20 @@
 """Commands that share the store between machines: remote add/list/remove, sync, clone.
 
 A remote is the owner's own git repository (a bare repository on a USB disk, on a server
-over ssh, ...). Sync errors exit with code 1 and print their code with ``--json``.
+over ssh, ...). Sync errors exit with code 1 and print their code (with ``--json`` too).
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from ..sync import Remote, SyncError, SyncResult
+from ..sync import Remote, SyncResult
 from .app import main
 from .common import (
-    EXIT_PROTOCOL,
     command,
     emit_json,
     json_option,
@@ -26,23 +24,6 @@ from .common import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def sync_errors(f: F) -> F:
-    """Print a SyncError (code and message) and exit 1; other errors go to `command`."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except SyncError as exc:
-            if kwargs.get("as_json"):
-                emit_json({"error": exc.to_dict()})
-            else:
-                click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
-            sys.exit(EXIT_PROTOCOL)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _progress() -> Callable[[bytes], None] | None:
@@ -76,7 +57,6 @@ def remote() -> None:
 @store_option
 @json_option
 @command
-@sync_errors
 def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> None:
     """Add remote NAME at URL (a local path is stored as an absolute path)."""
     from ..sync import add_remote
@@ -93,7 +73,6 @@ def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> No
 @store_option
 @json_option
 @command
-@sync_errors
 def remote_list(store_path: str | None, as_json: bool) -> None:
     """List the remotes."""
     from ..sync import remotes
@@ -114,7 +93,6 @@ def remote_list(store_path: str | None, as_json: bool) -> None:
 @store_option
 @json_option
 @command
-@sync_errors
 def remote_remove(name: str, store_path: str | None, as_json: bool) -> None:
     """Forget remote NAME (the remote repository itself is not touched)."""
     from ..sync import remove_remote
@@ -135,7 +113,6 @@ def remote_remove(name: str, store_path: str | None, as_json: bool) -> None:
 @store_option
 @json_option
 @command
-@sync_errors
 def sync_(name: str | None, store_path: str | None, as_json: bool) -> None:
     """Fetch from remote NAME, merge, and push (default: the only remote, or origin).
 
@@ -200,7 +177,6 @@ def describe(result: SyncResult) -> list[str]:
 @store_option
 @json_option
 @command
-@sync_errors
 def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> None:
     """Make a new store at PATH from the store published at URL (second machine set-up).
 
