@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Final
+from typing import Any, Final, cast
 
-AuditRow = dict[str, Any]
+from .types import AuditRow
+
 ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
                      "source", "sessionId")
 _TRAILERS: Final = (
@@ -109,8 +110,8 @@ def parse_rows(message: str) -> list[AuditRow] | None:
     lines = block.split("\n")
     if not lines or not lines[0].startswith("Audit-Seq: "):
         return None
-    rows: list[AuditRow] = []
-    current: AuditRow | None = None
+    rows: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
     for line in lines:
         m = _TRAILER_LINE.match(line)
         if not m or m.group(1) not in _FIELD_OF:
@@ -134,7 +135,7 @@ def parse_rows(message: str) -> list[AuditRow] | None:
     for r in rows:
         if r["ts"] is None or not r["action"]:
             raise ValueError("an audit row lacks Audit-Ts or Audit-Action")
-    return rows
+    return [cast(AuditRow, r) for r in rows]
 
 
 def last_trailer_seq(message: str) -> int | None:
@@ -208,7 +209,7 @@ class Ledger:
             except ValueError:
                 continue  # a torn last line from a killed process: skip it
             if isinstance(value, dict):
-                out.append({k: value.get(k) for k in ROW_FIELDS})
+                out.append(cast(AuditRow, {k: value.get(k) for k in ROW_FIELDS}))
             if len(out) >= limit:
                 break
         return out

@@ -147,6 +147,34 @@ def load_yaml(data: bytes) -> Any:
     return yaml.load(data.decode("utf-8"))
 
 
+def load(data: bytes) -> Config:
+    """``filemem.yaml``'s bytes as a Config: the one reader that the view of HEAD, adopting a
+    hand edit and sync all use. STORE_UNSUPPORTED_VERSION for a schema newer than this code
+    (``details.found``), INVALID_INPUT for anything else wrong."""
+    try:
+        raw = load_yaml(data)
+    except errors.ProtocolError:
+        raise
+    except Exception as exc:  # YAML errors of any kind, bytes that are not UTF-8
+        raise errors.invalid_input(f"not valid YAML: {exc}") from None
+    schema = raw.get("schema") if isinstance(raw, dict) else None
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > STORE_SCHEMA:
+        raise errors.ProtocolError(
+            errors.STORE_UNSUPPORTED_VERSION,
+            f"store schema {schema} needs a newer filemem (this one reads {STORE_SCHEMA}); "
+            "upgrade filemem here first", {"found": schema})
+    return parse(raw)
+
+
+def problem(data: bytes) -> str | None:
+    """Why ``filemem.yaml``'s bytes cannot be committed, or None."""
+    try:
+        load(data)
+    except errors.ProtocolError as exc:
+        return exc.message
+    return None
+
+
 def to_json(config: Config) -> dict[str, Any]:
     return {
         "schema": config.schema,

@@ -14,7 +14,7 @@ from . import errors
 from .model import (
     DEFAULT_SOURCE,
     LAYERS,
-    MAX_IMPORT,
+    check_batch,
     iso_ms,
     now_ms,
     parse_iso_ms,
@@ -66,9 +66,7 @@ def validate(doc: Any) -> list[dict[str, Any]]:
         raise _bad("entries must be an array")
     if not entries:
         raise _bad("the export document contains no entries")
-    if len(entries) > MAX_IMPORT:
-        raise _bad(f"the export document has {len(entries)} entries, more than {MAX_IMPORT}; "
-                   "split it and import in batches")
+    check_batch(len(entries), "import")  # before validating a huge document entry by entry
     out = []
     for i, e in enumerate(entries):
         if isinstance(e, dict) and e.get("source") == "":

@@ -38,7 +38,7 @@ from .model import (
     iso_ms,
     now_ms,
 )
-from .store import CONFIG_FILE, HeadMoved, State, Store, Transaction, private_files
+from .store import CONFIG_FILE, State, Store, Transaction, private_files
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
 OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"
@@ -225,21 +225,11 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         kind = "deleted" if data is None else ("edited" if head_blob else "added")
         problem = None
         if path == CONFIG_FILE:
-            problem = "filemem.yaml cannot be deleted" if data is None else _config_problem(data)
+            problem = "filemem.yaml cannot be deleted" if data is None else config_mod.problem(data)
         changes.append(Change(path, kind, problem=problem, data=data))
     if budget_check:
         _check_budgets(state, state.config or Config(), changes)
     return changes
-
-
-def _config_problem(data: bytes) -> str | None:
-    try:
-        config_mod.parse(config_mod.load_yaml(data))
-    except errors.ProtocolError as exc:
-        return exc.message
-    except Exception as exc:  # YAML errors of any kind
-        return f"not valid YAML: {exc}"
-    return None
 
 
 def check_budgets(store: Store, changes: list[Change]) -> None:
@@ -306,21 +296,18 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
 
 def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
     """Commit the chosen hand edits as one commit with ``edit`` audit rows."""
-    for _ in range(5):
-        try:
-            # not validated: adopting a fix is how a person repairs a bad file at HEAD
-            with store.transaction(validate=False) as txn:
-                changes = select(status(store, budget_check=False), store.root, paths)
-                _check_budgets(txn.state, txn.state.config or Config(), changes)
-                bad = [c for c in changes if c.problem is not None]
-                if bad:
-                    raise errors.invalid_input("cannot adopt " + "; ".join(
-                        f"{c.path}: {c.problem}" for c in bad) + "; nothing was adopted")
-                _commit(txn, changes)
-                return changes
-        except HeadMoved:
-            continue
-    raise RuntimeError("the store's branch kept moving; try again")
+    def attempt(txn: Transaction) -> list[Change]:
+        changes = select(status(store, budget_check=False), store.root, paths)
+        _check_budgets(txn.state, txn.state.config or Config(), changes)
+        bad = [c for c in changes if c.problem is not None]
+        if bad:
+            raise errors.invalid_input("cannot adopt " + "; ".join(
+                f"{c.path}: {c.problem}" for c in bad) + "; nothing was adopted")
+        _commit(txn, changes)
+        return changes
+
+    # not validated: adopting a fix is how a person repairs a bad file at HEAD
+    return store.retrying(attempt, validate=False)
 
 
 def _commit(txn: Transaction, changes: list[Change]) -> None:

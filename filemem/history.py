@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .auditlog import AuditRow, parse_rows
+from .auditlog import parse_rows
 from .codec import CodecError
 from .gitrepo import CommitInfo
 from .layout import id_from_path, is_entry_path
 from .model import Entry
 from .store import Store
+from .types import AuditRow
 
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")

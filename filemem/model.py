@@ -142,6 +142,14 @@ def normalize_tags(raw: Any) -> list[str]:
     return out
 
 
+def check_batch(count: int, verb: str) -> None:
+    """One seed or import adds at most MAX_IMPORT entries (one approval, one commit)."""
+    if count > MAX_IMPORT:
+        raise errors.invalid_input(
+            f"{verb}: {count:,} entries, more than {MAX_IMPORT:,} per {verb}; split it and "
+            f"{verb} the parts one by one; nothing was written")
+
+
 def validate_optional_str(value: Any, what: str) -> str | None:
     if value is None:
         return None

@@ -13,7 +13,6 @@ from .auditlog import row
 from .model import DEFAULT_SOURCE
 from .pending import Record
 from .provider import Provider, writer_of
-from .store import HeadMoved
 
 
 class OwnerApproval:
@@ -62,16 +61,10 @@ def reject(provider: Provider, pending_id: str, reason: str | None = None) -> Re
             session_id=w.session_id,
             outcome=f"rejected (via the owner's `filemem reject` of pending {record['id']}{note})")
     try:
-        for _ in range(5):
-            try:
-                with provider.store.transaction() as txn:
-                    txn.commit(rows=[r], body=payload["text"],
-                               subject=f"{payload['action']}-denied {payload['track']}/"
-                                       f"{payload['scope']} (pending {record['id']} rejected): "
-                                       f"{payload['text']}")
-                break
-            except HeadMoved:
-                continue
+        provider.store.record([r], body=payload["text"],
+                              subject=f"{payload['action']}-denied {payload['track']}/"
+                                      f"{payload['scope']} (pending {record['id']} rejected): "
+                                      f"{payload['text']}")
     except BaseException:
         store.release(record["id"])
         raise

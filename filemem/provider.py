@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from . import approval, budgets, envelope, errors, matching, snapshot
 from . import query as query_mod
 from .approval import ApprovalRequest, Decision, Gate
-from .auditlog import AuditRow, one_line, row
+from .auditlog import one_line, row
 from .config import Config
 from .jsstr import excerpt, utf16_len
 from .model import (
@@ -29,6 +29,7 @@ from .model import (
     MAX_CONSOLIDATE,
     Entry,
     agent_key_of,
+    check_batch,
     check_unicode,
     new_id,
     normalize_tags,
@@ -39,13 +40,13 @@ from .model import (
     visible,
     workspace_key_of,
 )
-from .store import HeadMoved, State, Store, Transaction
+from .store import State, Store, Transaction
+from .types import AuditRow
 
 T = TypeVar("T")
 CONSOLIDATE_EXCERPT = 300
 AUDIT_LIMIT_DEFAULT = 100
 AUDIT_LIMIT_MAX = 10_000
-_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,13 @@ def _target_keys(inp: dict[str, Any], w: Writer, scope: str) -> tuple[str | None
     workspace = wk if isinstance(wk, str) and wk else w.workspace_key
     agent = ak if isinstance(ak, str) and ak else w.agent_key
     return (workspace if scope == "workspace" else None), agent
+
+
+def _created_at(state: State, count: int = 1) -> int:
+    """The createdAt of the first of ``count`` new entries (the rest take the next
+    milliseconds): now, or just after the newest entry if that is later, so that a write
+    never sorts before an earlier one (a seed's last entries can be ahead of the clock)."""
+    return max(now_ms() - count + 1, state.newest_created() + 1)
 
 
 class Provider:
@@ -279,21 +287,18 @@ class Provider:
                          f"{action}-denied {payload['track']}/{payload['scope']} "
                          f"({decision.outcome}): {payload['text']}")
             raise errors.write_denied(decision.outcome, decision.detail)
-        for _ in range(_COMMIT_ATTEMPTS):
+        def attempt(txn: Transaction) -> T:
             try:
-                with self.store.transaction() as txn:
-                    try:
-                        return apply(txn, decision)
-                    except errors.ProtocolError as exc:
-                        label = f"{decision.label}; then failed: {exc.code}"
-                        self._record_in(txn, f"{payload['action']}-failed", payload, w, label,
-                                        f"{payload['action']}-failed {payload['track']}/"
-                                        f"{payload['scope']} ({exc.code}): {payload['text']}",
-                                        exc.message)
-                        raise
-            except HeadMoved:
-                continue  # someone committed with git meanwhile: re-run on the new HEAD
-        raise RuntimeError("the store's branch kept moving during the write; try again")
+                return apply(txn, decision)
+            except errors.ProtocolError as exc:
+                label = f"{decision.label}; then failed: {exc.code}"
+                self._record_in(txn, f"{payload['action']}-failed", payload, w, label,
+                                f"{payload['action']}-failed {payload['track']}/"
+                                f"{payload['scope']} ({exc.code}): {payload['text']}",
+                                exc.message)
+                raise
+
+        return self.store.retrying(attempt)
 
     def _stage(self, payload: dict[str, Any], w: Writer, op: Replayable,
                decision: Decision) -> str:
@@ -332,22 +337,20 @@ class Provider:
 
     def _record(self, action: str, payload: dict[str, Any], w: Writer, label: str,
                 subject: str) -> None:
-        for _ in range(_COMMIT_ATTEMPTS):
-            try:
-                with self.store.transaction() as txn:
-                    self._record_in(txn, action, payload, w, label, subject)
-                    return
-            except HeadMoved:
-                continue
+        self.store.record([self._row(action, payload, w, label)], subject=subject,
+                          body=payload["text"])
+
+    @staticmethod
+    def _row(action: str, payload: dict[str, Any], w: Writer, label: str) -> AuditRow:
+        return row(action, track=payload["track"], scope=payload["scope"], text=payload["text"],
+                   outcome=label, source=payload.get("source") or DEFAULT_SOURCE,
+                   session_id=w.session_id)
 
     def _record_in(self, txn: Transaction, action: str, payload: dict[str, Any], w: Writer,
                    label: str, subject: str, note: str | None = None) -> None:
-        """An audit-only commit: no entry changes, one row saying what was refused."""
-        r = row(action, track=payload["track"], scope=payload["scope"], text=payload["text"],
-                outcome=label, source=payload.get("source") or DEFAULT_SOURCE,
-                session_id=w.session_id)
+        """An audit-only commit in ``txn``: no entry changes, one row saying what failed."""
         body = payload["text"] + (f"\n\n{note}" if note else "")
-        txn.commit(rows=[r], subject=subject, body=body)
+        txn.commit(rows=[self._row(action, payload, w, label)], subject=subject, body=body)
 
     # ------------------------------------------------------------ writes
 
@@ -365,6 +368,13 @@ class Provider:
 
     def seed(self, inputs: Any, write: Any) -> dict[str, Any]:
         return self._write(self._prepare_seed, inputs, write)
+
+    def import_entries(self, inputs: Any, write: Any) -> dict[str, Any]:
+        """:meth:`seed` for entries converted from another tool's memory (an adapter's
+        output): the same rules, recorded and described as an import."""
+        w = writer_of(write)
+        prep = self._prepare_seed(inputs, w, "import")
+        return self._approve_and_commit(prep.payload, w, prep.apply, prep.op)
 
     def import_envelope(self, envelope_doc: Any, write: Any) -> dict[str, Any]:
         """Import a ``memory-export-v1`` envelope: one approval, one commit, new ids."""
@@ -407,7 +417,7 @@ class Provider:
         def apply(txn: Transaction, decision: Decision) -> dict[str, Any]:
             st = txn.state
             budgets.check(st.usage, self.config(st), spec.track, spec.scope, spec.size)
-            entry = self._make(spec, w, now_ms())
+            entry = self._make(spec, w, _created_at(st))
             txn.commit(puts=[entry], rows=[row(
                 "add", track=entry.track, scope=entry.scope, entry_id=entry.id, text=entry.text,
                 outcome=decision.label, source=entry.source, session_id=w.session_id)],
@@ -513,7 +523,7 @@ class Provider:
                        for m, t in zip(matches, targets, strict=False)]
             budgets.check(st.usage, self.config(st), track, scope,
                           utf16_len(text) - sum(t.size for t in current))
-            entry = self._make(spec, w, now_ms())
+            entry = self._make(spec, w, _created_at(st))
             removed = [self._protocol(t) for t in current]
             rows = [row("consolidate-remove", track=track, scope=scope, entry_id=t.id,
                         text=t.text, outcome=decision.label, source=t.source,
@@ -534,6 +544,7 @@ class Provider:
     def _prepare_seed(self, inputs: Any, w: Writer, verb: str = "seed") -> Prepared:
         if not isinstance(inputs, list) or not inputs:
             raise errors.invalid_input("seed requires a non-empty entry list")
+        check_batch(len(inputs), verb)
         specs = [self._new_entry(i, w) for i in inputs]
         additions: dict[tuple[str, str], int] = {}
         for s in specs:
@@ -548,8 +559,8 @@ class Provider:
         def apply(txn: Transaction, decision: Decision) -> dict[str, Any]:
             st = txn.state
             budgets.check_groups(st.usage, self.config(st), additions)
-            ts = now_ms()
             # consecutive milliseconds: listings (createdAt, id) keep the batch's order
+            ts = _created_at(st, len(specs))
             made = [self._make(s, w, ts + i) for i, s in enumerate(specs)]
             rows: list[AuditRow] = [row("seed", text=summary, outcome=decision.label,
                                         source=DEFAULT_SOURCE, session_id=w.session_id)]

@@ -21,15 +21,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from . import codec, errors, worktree
 from . import config as config_mod
 from .auditlog import (
-    AuditRow,
     Ledger,
     commit_message,
     external_row,
@@ -46,6 +45,7 @@ from .layout import entry_path, is_entry_path, layer_dir, path_problem
 from .model import LAYERS, Entry, now_ms
 from .pending import PendingStore
 from .recall import RecallCounters
+from .types import AuditRow
 
 META_DIR: Final = ".filemem"
 CONFIG_FILE: Final = "filemem.yaml"
@@ -56,8 +56,10 @@ _SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a min
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
 _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
+COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
+T = TypeVar("T")
 
 
 class HeadMoved(Exception):
@@ -91,6 +93,7 @@ class State:
     config_blob: str | None = None
     _layers: dict[tuple[str, str], list[Entry]] | None = field(default=None, repr=False)
     _ordered: list[Entry] | None = field(default=None, repr=False)
+    _newest: int | None = field(default=None, repr=False)
 
     def layer(self, track: str, scope: str) -> list[Entry]:
         if self._layers is None:
@@ -99,6 +102,13 @@ class State:
                 layers[(e.track, e.scope)].append(e)
             self._layers = layers
         return self._layers.get((track, scope), [])
+
+    def newest_created(self) -> int:
+        """The latest createdAt so far (0 if none): new entries are created after it, so the
+        listing order (createdAt, id) is the order of the writes."""
+        if self._newest is None:
+            self._newest = max((e.created_at for e in self.entries.values()), default=0)
+        return self._newest
 
     def ordered(self) -> list[Entry]:
         """All entries by (createdAt, id): the listing order."""
@@ -235,7 +245,7 @@ class Store:
         files = template_files()
         ts = now_ms()
         init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
-        init_row.update(seq=next_seq(ts, 0), ts=ts)
+        init_row["seq"], init_row["ts"] = next_seq(ts, 0), ts
         message = commit_message("init filemem store",
                                  "Created by `filemem init` from store-template/.", [init_row])
         pending = PendingObjects()
@@ -351,16 +361,13 @@ class Store:
         cfg: Config | None = None
         problem: errors.ProtocolError | None = None
         try:
-            raw = config_mod.load_yaml(self.git.read_blob(blob))
-            schema = raw.get("schema") if isinstance(raw, dict) else None
-            if isinstance(schema, int) and schema > STORE_SCHEMA:
-                problem = errors.store_unsupported_version(self.root, schema, STORE_SCHEMA)
-            else:
-                cfg = config_mod.parse(raw)
+            cfg = config_mod.load(self.git.read_blob(blob))
         except errors.ProtocolError as exc:
-            problem = errors.store_corrupt(path, exc.message)
-        except Exception as exc:  # YAML errors of any kind
-            problem = errors.store_corrupt(path, f"not valid YAML: {exc}")
+            if exc.code == errors.STORE_UNSUPPORTED_VERSION:
+                problem = errors.store_unsupported_version(self.root, exc.details["found"],
+                                                           STORE_SCHEMA)
+            else:
+                problem = errors.store_corrupt(path, exc.message)
         self._config_cache = (blob, cfg, problem)
         return cfg, problem
 
@@ -579,6 +586,38 @@ class Store:
                 self._recover()
             yield Transaction(self, self.checked() if validate else self.state())
 
+    def retrying(self, work: Callable[[Transaction], T], *, validate: bool = True,
+                 exhausted: Callable[[], T] | None = None) -> T:
+        """Run ``work`` in a :meth:`transaction`, again on the new HEAD whenever the branch
+        moved under it (a person's git command between the view and the compare-and-swap;
+        other filemem processes wait for the lock instead). Once it has moved
+        COMMIT_ATTEMPTS times: ``exhausted()``, else StoreBusy (nothing was written, and
+        the caller is told so)."""
+        for _ in range(COMMIT_ATTEMPTS):
+            try:
+                with self.transaction(validate=validate) as txn:
+                    return work(txn)
+            except HeadMoved:
+                continue
+        if exhausted is not None:
+            return exhausted()
+        raise errors.StoreBusy(
+            f"the store is busy: its branch moved {COMMIT_ATTEMPTS} times during one write "
+            f"(someone is committing with git in {self.root}); nothing was written; try again")
+
+    def record(self, rows: list[AuditRow], *, subject: str, body: str) -> None:
+        """An audit-only commit (a denied, refused or staged write): no entry changes. It is
+        never dropped: if the branch keeps moving, the rows go to the read-side ledger
+        instead, where ``auditList`` shows them just the same."""
+        def commit(txn: Transaction) -> None:
+            txn.commit(rows=rows, subject=subject, body=body)
+
+        def in_ledger() -> None:
+            log.warning("filemem: the branch kept moving; %r is recorded in the ledger", subject)
+            self.append_ledger(rows)
+
+        self.retrying(commit, exhausted=in_ledger)
+
     def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
         """Refuse, before anything is written, a write the working tree cannot take: a
         folder on the way that is a symbolic link (filemem never writes through links), or
@@ -690,7 +729,7 @@ class Store:
                         heapq.heappush(heap, (-self.git.commit(parent).time, parent))
         rows.extend(self.ledger.tail(limit))
         rows.sort(key=lambda r: r["seq"], reverse=True)
-        return [dict(r) for r in rows[:limit]]
+        return [r.copy() for r in rows[:limit]]
 
     def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
         """Record read-side rows (recalled, snapshot) with their seq, under the lock."""
@@ -879,7 +918,8 @@ def _evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[En
     return State(head=head, tree=tree, config=st.config, config_problem=st.config_problem,
                  entries=entries, paths=paths, blobs=all_blobs,
                  noncanonical=frozenset(noncanonical), corrupt=dict(st.corrupt), usage=usage,
-                 config_blob=st.config_blob)
+                 config_blob=st.config_blob,
+                 _newest=max([st.newest_created(), *(e.created_at for e in puts)]))
 
 
 def hand_edited(path: str) -> errors.ProtocolError:

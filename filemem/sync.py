@@ -52,7 +52,7 @@ from typing import Any, Final
 
 from . import budgets, codec, errors, worktree
 from . import config as config_mod
-from .auditlog import AuditRow, row
+from .auditlog import row
 from .codec import CodecError
 from .errors import SyncError
 from .gitindex import GitIndex
@@ -68,6 +68,7 @@ from .store import (
     hand_edited,
     private_files,
 )
+from .types import AuditRow
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
 SYNC_ATTEMPTS: Final = 5  # fetch-merge-push rounds when the remote keeps moving
@@ -589,7 +590,7 @@ def _validate(git: GitRepo, files: dict[str, bytes], remote: Remote, theirs: str
     for path, data in sorted(files.items()):
         problem: str | None = None
         if path == CONFIG_FILE:
-            problem = _config_problem(data)
+            problem = config_mod.problem(data)
         elif is_entry_path(path):
             try:
                 problem = path_problem(path, codec.decode(data).entry)
@@ -599,19 +600,6 @@ def _validate(git: GitRepo, files: dict[str, bytes], remote: Remote, theirs: str
             raise SyncError("REMOTE_INVALID", f"{where} has an invalid file {path}: {problem}. "
                             "Nothing was changed here; fix it on the machine that committed it "
                             "(`filemem status` there) and sync again")
-
-
-def _config_problem(data: bytes) -> str | None:
-    try:
-        raw = config_mod.load_yaml(data)
-        schema = raw.get("schema") if isinstance(raw, dict) else None
-        if isinstance(schema, int) and schema > config_mod.STORE_SCHEMA:
-            return (f"store schema {schema} needs a newer filemem (this one reads "
-                    f"{config_mod.STORE_SCHEMA}); upgrade filemem here first")
-        config_mod.parse(raw)
-    except Exception as exc:  # YAML errors of any kind, ProtocolError
-        return str(getattr(exc, "message", exc))
-    return None
 
 
 # ---------------------------------------------------------------- the merge
@@ -760,7 +748,7 @@ class _Merger:
         base = self.git.read_blob(before[1]) if before else b""
         mine, other = self.git.read_blob(o[1]), self.git.read_blob(t[1])
         merged = three_way(base, mine, other)
-        if merged is not None and path == CONFIG_FILE and _config_problem(merged):
+        if merged is not None and path == CONFIG_FILE and config_mod.problem(merged):
             merged = None
         if merged is not None:
             if merged != mine:

@@ -282,7 +282,7 @@ def test_mem0_refusals_change_nothing(store: Path, tmp_path: Path) -> None:
     many = tmp_path / "many.json"
     many.write_text(json.dumps([{"memory": f"m{i}"} for i in range(1001)]), encoding="utf-8")
     err = fails(1, "import", "--adapter", "mem0", str(many), "--yes", store=store)
-    assert "gives 1,001 entries, more than 1,000 per import; split it" in err
+    assert "import: 1,001 entries, more than 1,000 per import; split it" in err
     assert commits(store) == n
     assert entries(store) == []
 

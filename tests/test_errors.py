@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ctx, run_cli
 
 import filemem
 from filemem import errors
 from filemem import store as store_mod
 from filemem.cli import main
+from tests.conftest import ctx, run_cli
 
 UG = {"track": "user", "scope": "user-global"}
 

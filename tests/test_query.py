@@ -39,7 +39,8 @@ def rank_key(e: dict[str, Any]) -> tuple[int, int, str]:
 def big(make_provider: MakeProvider) -> filemem.Provider:
     """A store with 1005 agent/workspace entries ``fact 0`` .. ``fact 1004``."""
     p = make_provider(budgets=BIG)
-    p.seed([{**AW, "text": f"fact {i}"} for i in range(1005)], ctx())
+    p.seed([{**AW, "text": f"fact {i}"} for i in range(1000)], ctx())  # at most 1000 a seed
+    p.seed([{**AW, "text": f"fact {i}"} for i in range(1000, 1005)], ctx())
     return p
 
 

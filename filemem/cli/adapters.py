@@ -208,7 +208,7 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
                         as_json: bool) -> None:
     """Convert PATH with the adapter, then seed: one approval, one commit, the budget
     checked before asking and again after (the Provider's seed does both)."""
-    from ..model import MAX_IMPORT, workspace_key_of
+    from ..model import workspace_key_of
     from .common import open_store, write_ctx
 
     check_id(adapter_id)
@@ -219,11 +219,6 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
     if not entries:
         raise errors.invalid_input(f"import: the {adapter_id} adapter found no entries in "
                                    f"{shown}; nothing was imported")
-    if len(entries) > MAX_IMPORT:
-        raise errors.invalid_input(
-            f"import: {shown} gives {len(entries):,} entries, more than {MAX_IMPORT:,} per "
-            "import; split it (e.g. into several files) and import the parts one by one; "
-            "nothing was imported")
     derived: set[str] = set()
     for e in entries:
         if not isinstance(e, dict) or e.get("scope") != "workspace":
@@ -238,7 +233,7 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
                        "is not a folder here; if that is wrong, import again with "
                        "--workspace DIR", err=True)
     with open_store(store_path, yes=yes) as store:
-        result = store.seed(entries, write_ctx(workspace, agent, session_id))
+        result = store.import_entries(entries, write_ctx(workspace, agent, session_id))
     if as_json:
         emit_json(result)
     else:

@@ -1,0 +1,106 @@
+"""The protocol's shapes, as they cross module boundaries and reach callers (JSON-safe).
+
+TypedDicts, so a result is still the plain ``dict`` the protocol defines (and the bridge
+sends as it is), while mypy checks every place that builds or reads one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Track = Literal["user", "agent"]
+Scope = Literal["user-global", "workspace"]
+
+
+class ProtocolEntry(TypedDict):
+    """One memory entry: the protocol's 14 fields, in the export envelope's key order."""
+
+    id: str
+    track: str
+    scope: str
+    workspaceKey: str
+    agentKey: str
+    text: str
+    source: str
+    tags: list[str]
+    version: int
+    createdAt: int
+    updatedAt: int
+    lastRecalled: int | None
+    recallCount: int
+    sessionId: str | None
+
+
+class Usage(TypedDict):
+    """One layer's budget: characters used of its limit."""
+
+    track: str
+    scope: str
+    used: int
+    limit: int
+
+
+class AddResult(TypedDict):
+    entry: ProtocolEntry
+    usage: Usage
+
+
+class ReplaceResult(TypedDict):
+    previous: ProtocolEntry
+    entry: ProtocolEntry
+    usage: Usage
+
+
+class ConsolidateResult(TypedDict):
+    removed: list[ProtocolEntry]
+    entry: ProtocolEntry
+    usage: Usage
+
+
+class SeedResult(TypedDict):
+    added: int
+    entries: list[ProtocolEntry]
+
+
+WriteResult = AddResult | ReplaceResult | ConsolidateResult | SeedResult
+
+
+class QueryResult(TypedDict):
+    entries: list[ProtocolEntry]
+    total: int
+    truncated: bool
+
+
+class _PayloadFields(TypedDict):
+    action: str
+    track: str
+    scope: str
+    text: str
+
+
+class Payload(_PayloadFields, total=False):
+    """What a person approves (approve what you see): the whole change in ``text``; a seed
+    or an import has ``count`` and no ``source``."""
+
+    source: str
+    count: int
+
+
+class AuditRow(TypedDict):
+    """One audit row; ``seq`` and ``ts`` are stamped when the store records it."""
+
+    seq: Any  # int once recorded
+    ts: Any  # int once recorded (ms)
+    action: str
+    track: str | None
+    scope: str | None
+    entryId: str | None
+    text: str | None
+    outcome: str | None
+    source: str | None
+    sessionId: str | None
+
+
+__all__ = ["AddResult", "AuditRow", "ConsolidateResult", "Payload", "ProtocolEntry",
+           "QueryResult", "ReplaceResult", "Scope", "SeedResult", "Track", "Usage",
+           "WriteResult"]
