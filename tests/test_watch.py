@@ -338,6 +338,205 @@ def test_watcher_reports_a_file_invalid_at_head_when_it_starts(make_provider: Ma
     assert [(e["event"], e.get("path")) for e in events] == [("invalid-at-head", bad)]
 
 
+# ---------------------------------------------------------------- no deadlock, always stops
+
+BOUND = 20.0  # a failure bound only: every test below is ordered by events, not sleeps
+
+
+@pytest.mark.parametrize("where", ["scheduling a new folder", "reporting"])
+def test_scan_and_a_watchdog_event_at_once_cannot_deadlock(
+        make_provider: MakeProvider, store_path: Path, monkeypatch: pytest.MonkeyPatch,
+        where: str) -> None:
+    """watchdog holds its observer lock while it calls the event handler, and takes it
+    in ``schedule``. One thread scans and is held right where it schedules the new
+    ``agent/`` folder (or where it reports, inside the scan); another does what
+    watchdog's dispatch thread does: takes the observer lock and delivers an event. A
+    lock-order inversion between the two hangs here for good."""
+    from watchdog.events import FileModifiedEvent
+    from watchdog.observers import Observer
+
+    p = make_provider()
+    p.add({**UG, "text": "likes tea"}, ctx())
+    observer = Observer()  # never started: no events but the one delivered below
+    scanner_there = threading.Event()
+    dispatcher_in = threading.Event()
+    lock_held_at_schedule: list[bool] = []
+
+    def hold(point: str) -> None:
+        if point == where and threading.current_thread() is scanner \
+                and not scanner_there.is_set():
+            scanner_there.set()
+            dispatcher_in.wait(BOUND)
+
+    w = Watcher(p.store, lambda event: hold("reporting"))
+    w._observer = observer
+    w._schedule(str(store_path), recursive=False)
+    [handler] = [h for hs in observer._handlers.values() for h in hs]
+    w.scan(initial=True)  # reports nothing, watches user/
+    new = store_path / "agent" / "user-global" / "_shared"
+    new.mkdir(parents=True)
+    (new / "n.md").write_text("by hand", encoding="utf-8")
+
+    real_schedule = observer.schedule
+
+    def schedule(*args: Any, **kwargs: Any) -> Any:
+        lock_held_at_schedule.append(w._lock.locked())
+        hold("scheduling a new folder")
+        return real_schedule(*args, **kwargs)
+
+    def dispatch() -> None:  # as watchdog's BaseObserver.dispatch_events does
+        with observer._lock:
+            dispatcher_in.set()
+            scanner_there.wait(BOUND)
+            handler.dispatch(FileModifiedEvent(str(store_path / "README.md")))
+
+    monkeypatch.setattr(observer, "schedule", schedule)
+    scanner = threading.Thread(target=w.scan, daemon=True)
+    dispatcher = threading.Thread(target=dispatch, daemon=True)
+    scanner.start()
+    dispatcher.start()
+    scanner.join(BOUND)
+    dispatcher.join(BOUND)
+    assert scanner_there.is_set() and dispatcher_in.is_set()
+    assert not scanner.is_alive() and not dispatcher.is_alive(), "deadlocked"
+    assert lock_held_at_schedule == [False]  # never into watchdog holding the watcher's lock
+    assert str(store_path / "agent") in w._watched
+    assert str(store_path / "agent") in {watch.path for watch in observer._watches}
+    observer.stop()
+
+
+def test_stop_returns_while_a_scan_is_stuck_reporting(
+        make_provider: MakeProvider, store_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop() holds no lock and waits for the worker only so long: a report that cannot
+    be written (a full pipe) does not keep Ctrl-C from working."""
+    import filemem.watch
+
+    monkeypatch.setattr(filemem.watch, "STOP_TIMEOUT", 0.5)
+    p = make_provider()
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    stuck, release = threading.Event(), threading.Event()
+
+    def emit(event: Event) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            stuck.set()
+            release.wait(BOUND * 3)  # stuck for longer than stop() is given below
+
+    w = Watcher(p.store, emit)
+    w.start()
+    try:
+        set_text(file_of(store_path, tea["id"]), "likes green tea")
+        assert stuck.wait(BOUND), "the worker never reported the edit"
+        stopper = threading.Thread(target=w.stop, daemon=True)
+        stopper.start()
+        stopper.join(BOUND)
+        assert not stopper.is_alive() and w.stopped.is_set()
+    finally:
+        release.set()
+
+
+class HumanWatch:
+    """`filemem watch` (human output) in a subprocess, both streams read by threads."""
+
+    def __init__(self, store: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "filemem", "watch", "--store", str(store)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.out: queue.Queue[str] = queue.Queue()
+        self.err: list[str] = []
+        self._err_lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [threading.Thread(target=self._read, args=(stream, sink), daemon=True)
+                         for stream, sink in ((self.proc.stdout, self.out.put),
+                                              (self.proc.stderr, self._err))]
+        for reader in self._readers:
+            reader.start()
+
+    def _err(self, line: str) -> None:
+        self.err.append(line)
+        self._err_lines.put(line)
+
+    @staticmethod
+    def _read(stream: Any, sink: Callable[[str], None]) -> None:
+        for line in stream:
+            sink(line)
+
+    @staticmethod
+    def _wait(lines: queue.Queue[str], text: str) -> str:
+        deadline = time.monotonic() + BOUND
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if text in line:
+                return line
+        raise AssertionError(f"no line with {text!r} within {BOUND}s")
+
+    def wait_out(self, text: str) -> str:
+        return self._wait(self.out, text)
+
+    def wait_started(self) -> None:
+        self._wait(self._err_lines, "Ctrl-C to stop")  # its first line, as it starts
+
+    def signal_and_wait(self, sig: int) -> tuple[int, str]:
+        """Send ``sig``; the exit code and all of stderr, once it has exited."""
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=BOUND)
+        for reader in self._readers:
+            reader.join(BOUND)
+        return code, "".join(self.err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")]
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_watch_stops_on_a_signal(make_provider: MakeProvider, store_path: Path,
+                                 sig: int) -> None:
+    make_provider().add({**UG, "text": "likes tea"}, ctx())
+    w = HumanWatch(store_path)
+    try:
+        w.wait_started()
+        code, err = w.signal_and_wait(sig)
+        assert code == 0, err
+        assert "Traceback" not in err and "Aborted" not in err
+    finally:
+        w.kill()
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_watch_stops_on_a_signal_while_it_watches_new_folders(
+        make_provider: MakeProvider, store_path: Path, sig: int) -> None:
+    """A new track folder makes a scan schedule it; then a signal arrives while more
+    edits are being debounced and scanned."""
+    make_provider().add({**UG, "text": "likes tea"}, ctx())
+    w = HumanWatch(store_path)
+    try:
+        w.wait_started()
+        folder = store_path / "agent" / "user-global" / "_shared"
+        folder.mkdir(parents=True)
+        (folder / "a.md").write_text("in a new folder", encoding="utf-8")
+        w.wait_out("added agent/user-global/_shared/a.md")
+        (folder / "b.md").write_text("seen: the new folder is watched", encoding="utf-8")
+        w.wait_out("added agent/user-global/_shared/b.md")
+        more = store_path / "agent" / "workspace"
+        more.mkdir()
+        for i in range(20):
+            (more / f"{i}.md").write_text(f"note {i}", encoding="utf-8")
+        code, err = w.signal_and_wait(sig)
+        assert code == 0, err
+        assert "Traceback" not in err and "Aborted" not in err
+    finally:
+        w.kill()
+
+
 # ---------------------------------------------------------------- never a stale view
 
 

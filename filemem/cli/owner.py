@@ -317,7 +317,6 @@ def watch(store_path: str | None, as_json: bool) -> None:
     interrupted. With --json, one JSON object per line."""
     import json
     import signal
-    import threading
     import time
 
     from .. import watch as watching
@@ -344,17 +343,32 @@ def watch(store_path: str | None, as_json: bool) -> None:
         else:
             click.echo(f"{stamp} {kind}: {event.get('message', '')}", err=True)
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with open_store(store_path, validate=False) as store:
-        watcher = watching.Watcher(store.store, emit)
-        watcher.start()
-        if not as_json:
-            click.echo(f"Watching {store.path} (Ctrl-C to stop)", err=True)
-        try:
-            while not stop.wait(0.5):
-                pass
-        except KeyboardInterrupt:
-            pass
-        finally:
-            watcher.stop()
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt in the main thread, wherever it is (the
+    # first scan, the wait below); a handler that took a lock could deadlock the code it
+    # interrupted. Only the first signal raises: stopping is bounded, let it finish.
+    interrupted = False
+
+    def interrupt(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with open_store(store_path, validate=False) as store:
+            watcher = watching.Watcher(store.store, emit)
+            if not as_json:  # first: a signal may cut start() short
+                click.echo(f"Watching {store.path} (Ctrl-C to stop)", err=True)
+            try:
+                watcher.start()
+                while not watcher.stopped.wait(1.0):  # timed: a signal gets in on any OS
+                    pass
+            finally:
+                interrupted = True  # from here a signal must not cut stop() short
+                watcher.stop()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
