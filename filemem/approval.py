@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .config import Config
+from .types import Payload
 
 ALLOWED: Final = "allowed-once"
 OUTCOMES: Final = ("allowed-once", "rejected", "cancelled", "unavailable")
@@ -34,11 +35,12 @@ _REASON_RE: Final = re.compile(
 class ApprovalRequest:
     """What a person is asked to approve."""
 
-    payload: dict[str, Any]  # action, track, scope, text, source (not for seed), count (seed)
+    payload: Payload  # action, track, scope, text, source (not for seed), count (seed)
     reason: str  # the protocol's one-string form: "[dsh-memento] add user/workspace ..."
     write: dict[str, Any]  # the write context (agent session) the request came with
     policy: str
     policy_key: str | None  # the writePolicies key that chose the policy, if any
+    title: str = ""  # the operation's first line for a person: "Add a memory entry to ..."
 
     @property
     def action(self) -> str:
@@ -64,7 +66,7 @@ class Decision:
         return self.outcome == ALLOWED
 
 
-def reason(payload: dict[str, Any]) -> str:
+def reason(payload: Payload) -> str:
     count = f" ({payload['count']} entries)" if payload.get("count") is not None else ""
     source = f" [source:{payload['source']}]" if payload.get("source") is not None else ""
     return (f"{REQUEST_MARKER} {payload['action']}{count} {payload['track']}/{payload['scope']}"
@@ -85,7 +87,7 @@ def parse_reason(text: str) -> dict[str, Any] | None:
     return out
 
 
-def resolve_policy(config: Config, payload: dict[str, Any]) -> tuple[str, str | None]:
+def resolve_policy(config: Config, payload: Payload) -> tuple[str, str | None]:
     """``source:<name>`` first, then ``<track>/<scope>``, then the global policy."""
     source = payload.get("source")
     if source is not None:
@@ -102,18 +104,18 @@ def gate_name(gate: Any) -> str:
     return str(getattr(gate, "name", None) or "python gate")
 
 
-def decide(config: Config, payload: dict[str, Any], write: dict[str, Any],
-           provider_gate: Gate | None) -> Decision:
-    """Apply the policy and, under ``ask``, ask the transport. Never raises."""
+def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], *,
+           call_gate: Gate | None, provider_gate: Gate | None) -> Decision:
+    """Apply the policy and, under ``ask``, ask the transport: the call's own write gate
+    first, else the provider's. Never raises."""
     policy, key = resolve_policy(config, payload)
     which = f"writePolicy {policy}" + (f" for {key}" if key else "")
     if policy == "auto":
         return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})", policy=policy)
     if policy == "off":
         return Decision("rejected", f"rejected (via approval, {which})", policy=policy)
-    request = ApprovalRequest(payload, reason(payload), write, policy, key)
-    call_gate = write.get("gate")
-    if callable(call_gate):
+    request = ApprovalRequest(payload, reason(payload), write, policy, key, title)
+    if call_gate is not None:
         via, gate = f"via write gate, {which}", call_gate
         failed = via
     elif provider_gate is not None:
@@ -139,14 +141,7 @@ def describe(request: ApprovalRequest) -> str:
     who = request.write.get("agent") if isinstance(request.write, dict) else None
     session = who.get("session") if isinstance(who, dict) else None
     session_id = session.get("id") if isinstance(session, dict) else None
-    lines = []
-    if action == "seed":
-        lines.append(f"Write {p.get('count')} new memory entries in one commit:")
-    else:
-        verb = {"add": "Add a memory entry to", "replace": "Replace a memory entry in",
-                "remove": "Remove a memory entry from",
-                "consolidate": "Consolidate memory entries in"}.get(action, f"{action} in")
-        lines.append(f"{verb} {p['track']}/{p['scope']}:")
+    lines = [request.title or f"{action} in {p['track']}/{p['scope']}:"]
     facts = []
     if p.get("source") is not None:
         facts.append(f"source {p['source']}")

@@ -22,6 +22,7 @@ from typing import IO, Any, Final
 from . import __version__, errors
 from .approval import ApprovalRequest
 from .model import PROTOCOL
+from .ops import OPERATIONS
 from .provider import Provider
 
 PARSE_ERROR: Final = -32700
@@ -92,12 +93,9 @@ def _describe(p: Provider, params: Any) -> Any:
 
 
 METHODS: Final[dict[str, Callable[[Provider, Any], Any]]] = {
-    "add": _write_method("add", "input"),
-    "replace": _write_method("replace", "input"),
-    "remove": _write_method("remove", "input"),
-    "consolidate": _write_method("consolidate", "input"),
-    "seed": _write_method("seed", "inputs"),
-    "import": _write_method("import_envelope", "envelope"),
+    **{op.name: _write_method(op.name, op.bridge_param)
+       for op in OPERATIONS.values() if op.bridge_param is not None},
+    "import": _write_method("import_envelope", "envelope"),  # the export envelope
     "query": _query,
     "budgets": _no_params("budgets"),
     "listEntries": _no_params("list_entries"),

@@ -7,11 +7,10 @@ negative). Nothing is ever cut or compacted to make room.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import errors
 from .config import Config
 from .model import LAYERS
+from .types import Usage
 
 
 def check(usage: dict[tuple[str, str], int], config: Config, track: str, scope: str,
@@ -31,11 +30,11 @@ def check_groups(usage: dict[tuple[str, str], int], config: Config,
 
 
 def row(usage: dict[tuple[str, str], int], config: Config, track: str,
-        scope: str) -> dict[str, Any]:
+        scope: str) -> Usage:
     return {"track": track, "scope": scope, "used": usage[(track, scope)],
             "limit": config.limit(track, scope)}
 
 
-def report(usage: dict[tuple[str, str], int], config: Config) -> list[dict[str, Any]]:
+def report(usage: dict[tuple[str, str], int], config: Config) -> list[Usage]:
     """The 4 rows in the fixed order user/user-global, user/workspace, agent/..."""
     return [row(usage, config, t, s) for t, s in LAYERS]

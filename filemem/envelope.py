@@ -20,12 +20,13 @@ from .model import (
     parse_iso_ms,
     validate_protocol_entry,
 )
+from .types import ProtocolEntry, Usage
 
 PLUGIN: Final = "dsh-memento"
 SCHEMA: Final = "memory-export-v1"
 
 
-def build(entries: list[dict[str, Any]], budget_rows: list[dict[str, Any]],
+def build(entries: list[ProtocolEntry], budget_rows: list[Usage],
           exported_at: int | None = None) -> dict[str, Any]:
     return {
         "plugin": PLUGIN,

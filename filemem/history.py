@@ -24,6 +24,8 @@ from .codec import CodecError
 from .gitrepo import CommitInfo
 from .layout import id_from_path, is_entry_path
 from .model import Entry
+from .ops import ROW_RULES
+from .ops.base import Changes
 from .store import Store
 from .types import AuditRow
 
@@ -192,21 +194,14 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
             deleted[before.id] = before
     claimed: set[str] = set()
     actions = {r["action"] for r in rows}
+    done = Changes(added, modified, deleted)
     for r in rows:
         action, eid, text = r["action"], r.get("entryId"), r.get("text")
-        if action in ("add", "consolidate-add"):
-            e = added.get(eid or "")
-            if e is None or e.text != text or e.version != 1:
-                problems.append(f"{action} row for {eid}: no new version-1 file with that text")
-        elif action == "replace":
-            pair = modified.get(eid or "")
-            if pair is None or pair[1].text != text or pair[1].version != pair[0].version + 1:
-                problems.append(f"replace row for {eid}: the file does not change to that "
-                                "text at the next version")
-        elif action in ("remove", "consolidate-remove"):
-            e = deleted.get(eid or "")
-            if e is None or e.text != text:
-                problems.append(f"{action} row for {eid}: no deleted file with that text")
+        rule = ROW_RULES.get(action)
+        if rule is not None:  # a write operation's row: its own module says what it claims
+            problem = rule.check(r, done)
+            if problem is not None:
+                problems.append(problem)
         elif action == "edit":
             if eid is None:
                 continue  # an edit of a file by path: checked with `others` below
@@ -216,9 +211,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
         elif action == "init":
             if info.parents:
                 problems.append("an init row in a commit that is not the first one")
-        elif action == "seed" or action.endswith(_NO_CHANGE_SUFFIXES):
-            pass
-        else:
+        elif not action.endswith(_NO_CHANGE_SUFFIXES):
             problems.append(f"unknown audit action {action!r}")
         if eid:
             claimed.add(eid)
@@ -273,18 +266,13 @@ def _apply_rows(replay: _Replay, rows: list[AuditRow], store: Store,
                 changes: list[tuple[str, str | None, str | None]],
                 cache: dict[str, Entry | None]) -> None:
     """Replay a filemem commit from its audit rows alone (edits take the file's version)."""
+    done = Changes({}, {}, {})
     for r in rows:
-        action, eid, text = r["action"], r.get("entryId"), r.get("text")
-        if not eid:
-            continue
-        if action in ("add", "consolidate-add"):
-            replay.entries[eid] = (str(text), 1)
-        elif action == "replace":
-            _, version = replay.entries.get(eid, ("", 0))
-            replay.entries[eid] = (str(text), version + 1)
-        elif action in ("remove", "consolidate-remove"):
-            replay.entries.pop(eid, None)
-        elif action == "edit":
+        action, eid = r["action"], r.get("entryId")
+        rule = ROW_RULES.get(action)
+        if rule is not None:
+            rule.replay(r, replay.entries, done)
+        elif action == "edit" and eid:
             replay.entries.pop(eid, None)
             for path, _old, new in changes:
                 after = _decoded(store, new, cache) if new and is_entry_path(path) else None

@@ -73,7 +73,7 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import AnyUrl, BaseModel, Field
 
-from . import __version__, approval, errors
+from . import __version__, approval, errors, types
 from .approval import ApprovalRequest
 from .location import resolve_store_path
 from .provider import Provider, write_context
@@ -149,7 +149,7 @@ class _Refuse:
 class _Bound:
     """2026-07-28: answers with the person's decision, but only for the payload they saw."""
 
-    def __init__(self, shown: dict[str, Any], outcome: str) -> None:
+    def __init__(self, shown: types.Payload, outcome: str) -> None:
         self.shown = shown
         self.outcome = outcome
 
@@ -784,7 +784,7 @@ async def memory_query(
                             if v is not None}
     opts = {"session": session.protocol(), "sessionId": session.id}
 
-    def run() -> dict[str, Any]:
+    def run() -> types.QueryResult:
         return memory.provider().query(filt, opts)
 
     try:

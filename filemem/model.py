@@ -26,6 +26,7 @@ from .jsstr import (
     utf16_len,
     utf16_prefix,
 )
+from .types import ProtocolEntry
 
 PROTOCOL: Final = "dsh-memory-protocol/v1"
 TRACKS: Final = ("user", "agent")
@@ -216,7 +217,7 @@ class Entry:
         return replace(self, **changes)
 
     def to_protocol(self, recall_count: int = 0,
-                    last_recalled: int | None = None) -> dict[str, Any]:
+                    last_recalled: int | None = None) -> ProtocolEntry:
         """The 14-field protocol shape, in the export envelope's key order."""
         return {
             "id": self.id,

@@ -12,7 +12,8 @@ from .approval import ApprovalRequest
 from .auditlog import row
 from .model import DEFAULT_SOURCE
 from .pending import Record
-from .provider import Provider, writer_of
+from .provider import Provider
+from .session import writer_of
 
 
 class OwnerApproval:

@@ -60,9 +60,12 @@ class RecallCounters:
             self._offset = 0
         if st.st_size <= self._offset:
             return
-        with open(self.log_path, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:  # folded into the base by another process meanwhile
+            return
         end = data.rfind(b"\n") + 1
         self._offset += end
         self._fold(data[:end])

@@ -68,7 +68,7 @@ from .store import (
     hand_edited,
     private_files,
 )
-from .types import AuditRow
+from .types import AuditRow, Usage
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
 SYNC_ATTEMPTS: Final = 5  # fetch-merge-push rounds when the remote keeps moving
@@ -415,7 +415,7 @@ class SyncResult:
     remote_before: str | None = None
     remote_after: str | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
-    over_budget: list[dict[str, Any]] = field(default_factory=list)
+    over_budget: list[Usage] = field(default_factory=list)
     attempts: int = 0
 
     @property
@@ -466,7 +466,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
     return result
 
 
-def over_budget(store: Store) -> list[dict[str, Any]]:
+def over_budget(store: Store) -> list[Usage]:
     """Layers whose committed entries exceed their budget (a merge can do that; nothing
     is cut: the owner consolidates or removes entries)."""
     state = store.checked()

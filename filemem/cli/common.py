@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -90,7 +90,7 @@ def entry_line(e: dict[str, Any]) -> str:
     return f"{e['id'][:8]}  {where:<22} {one_line(e['text'])}{tags}"
 
 
-def usage_line(u: dict[str, Any]) -> str:
+def usage_line(u: Mapping[str, Any]) -> str:
     return f"{u['track']}/{u['scope']}: {u['used']}/{u['limit']} chars used"
 
 

@@ -1,0 +1,207 @@
+"""What every write operation is made of, and the pieces they share.
+
+An :class:`Operation` is one write described once: ``prepare`` validates the input,
+resolves the target(s) in the writer's visible set, pre-checks the budget and returns a
+:class:`Prepared` (the approve-what-you-see payload, and ``apply``, which re-checks under the
+store lock and makes the one commit with its audit rows); ``title`` is the first line a
+person reads when asked; ``rows`` say how ``filemem verify`` checks and replays each audit
+action its commits carry; ``bridge_param`` names its input in a bridge request. The
+provider's pipeline, ``plan``, pending approvals, ``verify``, the bridge and the MCP server
+all read these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import budgets, errors, matching
+from ..approval import Decision
+from ..config import Config
+from ..jsstr import excerpt, utf16_len
+from ..model import (
+    DEFAULT_SOURCE,
+    Entry,
+    new_id,
+    normalize_tags,
+    now_ms,
+    validate_layer,
+    validate_optional_str,
+    validate_text,
+)
+from ..session import Writer
+from ..store import State, Store, Transaction
+from ..types import AuditRow, Payload, ProtocolEntry, Usage
+
+Apply = Callable[[Transaction, Decision], Any]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A write checked up to its approval step: what to ask, and what to do once allowed.
+    ``targets`` are the entries it changes (id and version are what the person approved);
+    ``match`` names them in an error."""
+
+    payload: Payload
+    apply: Apply
+    targets: list[Entry] = field(default_factory=list)
+    match: str = ""
+
+
+@dataclass(frozen=True)
+class Core:
+    """What an operation may use of the provider: the store's view of HEAD, the effective
+    configuration (the store's, with this process's overrides), the recall counters."""
+
+    store: Store
+    config: Callable[[State], Config]
+
+    def checked(self) -> State:
+        return self.store.checked()
+
+    def protocol(self, e: Entry) -> ProtocolEntry:
+        count, last = self.store.recall.get(e.id)
+        return e.to_protocol(count, last)
+
+    def usage(self, state: State, track: str, scope: str) -> Usage:
+        return budgets.row(state.usage, self.config(state), track, scope)
+
+    def check_budget(self, state: State, track: str, scope: str, addition: int) -> None:
+        budgets.check(state.usage, self.config(state), track, scope, addition)
+
+    def ensure_writable(self, state: State, targets: list[Entry],
+                        new: list[NewEntry] | None = None) -> None:
+        """Refuse before asking what the commit would refuse after: a target with a
+        person's uncommitted edit, a symlinked folder, git's index locked."""
+        self.store.precheck(state, targets, [(s.track, s.scope, s.workspace_key, s.agent_key)
+                                             for s in new or []])
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What one commit did to entries, for ``verify``: by entry id."""
+
+    added: dict[str, Entry]
+    modified: dict[str, tuple[Entry, Entry]]  # id -> (before, after)
+    deleted: dict[str, Entry]
+
+
+Replayed = dict[str, tuple[str, int]]  # entry id -> (text, version) the history produced
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """How ``verify`` checks one audit action against its commit (a problem, or None) and
+    replays it onto the entries the history has produced so far."""
+
+    check: Callable[[AuditRow, Changes], str | None]
+    replay: Callable[[AuditRow, Replayed, Changes], None]
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str  # the Provider method, and what a pending approval records
+    prepare: Callable[[Core, Any, Writer], Prepared]
+    title: Callable[[Payload], str]
+    rows: Mapping[str, RowRule]
+    bridge_param: str | None = None  # the bridge method of the same name takes this param
+
+
+# ---------------------------------------------------------------- input rules
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry about to be made: its layer, text and keys (id and times come at commit)."""
+
+    track: str
+    scope: str
+    text: str
+    tags: tuple[str, ...]
+    source: str
+    workspace_key: str
+    agent_key: str
+
+    @property
+    def size(self) -> int:
+        return utf16_len(self.text)
+
+    def make(self, w: Writer, ts: int) -> Entry:
+        return Entry(id=new_id(), track=self.track, scope=self.scope,
+                     workspace_key=self.workspace_key, agent_key=self.agent_key,
+                     text=self.text, source=self.source, tags=self.tags, version=1,
+                     created_at=ts, updated_at=ts, session_id=w.session_id)
+
+
+def obj(value: Any, what: str = "memory write input") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise errors.invalid_input(f"{what} must be an object")
+    return value
+
+
+def layer(inp: dict[str, Any]) -> tuple[str, str]:
+    return validate_layer(inp.get("track"), inp.get("scope"), track_missing="track" not in inp,
+                          scope_missing="scope" not in inp)
+
+
+def match_of(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise errors.invalid_input("replace/remove match must be a non-empty string")
+    return value
+
+
+def source_of(inp: dict[str, Any]) -> str:
+    """``input.source``, with ``''`` treated as missing (the default label is used)."""
+    return validate_optional_str(inp.get("source"), "source") or DEFAULT_SOURCE
+
+
+def new_entry(inp: Any, w: Writer) -> NewEntry:
+    inp = obj(inp)
+    track, scope = layer(inp)
+    text = validate_text(inp.get("text"))
+    tags = normalize_tags(inp.get("tags"))
+    source = source_of(inp)
+    wk = validate_optional_str(inp.get("workspaceKey"), "workspaceKey")
+    ak = validate_optional_str(inp.get("agentKey"), "agentKey")
+    return NewEntry(
+        track, scope, text, tuple(tags), source,
+        "" if scope == "user-global" else (w.workspace_key if wk is None else wk),
+        w.agent_key if ak is None else ak,
+    )
+
+
+def target_keys(inp: dict[str, Any], w: Writer, scope: str) -> tuple[str | None, str]:
+    """Keys that scope match resolution: a non-empty explicit key, else the session's."""
+    wk = inp.get("workspaceKey")
+    ak = inp.get("agentKey")
+    workspace = wk if isinstance(wk, str) and wk else w.workspace_key
+    agent = ak if isinstance(ak, str) and ak else w.agent_key
+    return (workspace if scope == "workspace" else None), agent
+
+
+def created_at(state: State, count: int = 1) -> int:
+    """The createdAt of the first of ``count`` new entries (the rest take the next
+    milliseconds): now, or just after the newest entry if that is later, so that a write
+    never sorts before an earlier one (a seed's last entries can be ahead of the clock)."""
+    return max(now_ms() - count + 1, state.newest_created() + 1)
+
+
+def reresolve(state: State, track: str, scope: str, match: str,
+              keys: tuple[str | None, str], approved: Entry) -> Entry:
+    """After approval: the same visible set must still resolve to the approved entry."""
+    found = matching.candidates(state.layer(track, scope), match, *keys)
+    if len(found) > 1:
+        raise errors.ambiguous_match(track, scope, match,
+                                     [excerpt(e.text, matching.SAMPLE_CHARS) for e in found])
+    if not found or found[0].id != approved.id or found[0].version != approved.version:
+        raise errors.entry_not_found(track, scope, match, changed=True)
+    return found[0]
+
+
+def in_layer(verb: str) -> Callable[[Payload], str]:
+    """A title for a write in one layer: ``"<verb> user/workspace:"``."""
+    return lambda p: f"{verb} {p['track']}/{p['scope']}:"
+
+
+__all__ = ["Changes", "Core", "NewEntry", "Operation", "Prepared", "Replayed", "RowRule"]

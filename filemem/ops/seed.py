@@ -1,0 +1,72 @@
+"""``seed`` and ``import``: many new entries, one approval, one commit. ``import`` is the
+same write for entries converted from another tool's memory (an adapter's output, or a
+``memory-export-v1`` envelope), recorded and described as an import."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .. import budgets, errors
+from ..approval import Decision
+from ..auditlog import row
+from ..model import DEFAULT_SOURCE, check_batch
+from ..session import Writer
+from ..store import Transaction
+from ..types import AuditRow, Payload, SeedResult
+from .base import Changes, Core, Operation, Prepared, Replayed, RowRule, created_at, new_entry
+
+
+def _nothing(r: AuditRow, c: Changes) -> None:
+    return None
+
+
+def _no_replay(r: AuditRow, entries: Replayed, c: Changes) -> None:
+    return None
+
+
+SUMMARY = RowRule(_nothing, _no_replay)  # the batch's own row; each entry has an add row
+
+
+def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
+    def prepare(core: Core, inputs: Any, w: Writer) -> Prepared:
+        if not isinstance(inputs, list) or not inputs:
+            raise errors.invalid_input("seed requires a non-empty entry list")
+        check_batch(len(inputs), verb)
+        specs = [new_entry(i, w) for i in inputs]
+        additions: dict[tuple[str, str], int] = {}
+        for s in specs:
+            additions[(s.track, s.scope)] = additions.get((s.track, s.scope), 0) + s.size
+        state = core.checked()
+        budgets.check_groups(state.usage, core.config(state), additions)
+        core.ensure_writable(state, [], specs)
+        summary = "\n".join(f"{s.track}/{s.scope}: {s.text}" for s in specs)
+        payload: Payload = {"action": "seed", "track": "batch", "scope": "batch",
+                            "text": summary, "count": len(specs)}
+
+        def apply(txn: Transaction, decision: Decision) -> SeedResult:
+            st = txn.state
+            budgets.check_groups(st.usage, core.config(st), additions)
+            # consecutive milliseconds: listings (createdAt, id) keep the batch's order
+            ts = created_at(st, len(specs))
+            made = [s.make(w, ts + i) for i, s in enumerate(specs)]
+            rows: list[AuditRow] = [row("seed", text=summary, outcome=decision.label,
+                                        source=DEFAULT_SOURCE, session_id=w.session_id)]
+            rows += [row("add", track=e.track, scope=e.scope, entry_id=e.id, text=e.text,
+                         outcome=decision.label, source=e.source, session_id=w.session_id)
+                     for e in made]
+            txn.commit(puts=made, rows=rows, subject=f"{verb} {len(made)} entries",
+                       body=summary)
+            return {"added": len(made), "entries": [core.protocol(e) for e in made]}
+
+        return Prepared(payload, apply)
+
+    return prepare
+
+
+def _title(p: Payload) -> str:
+    return f"Write {p.get('count')} new memory entries in one commit:"
+
+
+SEED = Operation("seed", preparer("seed"), _title, {"seed": SUMMARY}, bridge_param="inputs")
+IMPORT = Operation("import", preparer("import"), _title, {"seed": SUMMARY})
