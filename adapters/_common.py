@@ -11,10 +11,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from filemem import yamlsafe
 from filemem.errors import ADAPTER_PAYLOAD, ProtocolError
-from filemem.model import MAX_TAG_LENGTH, MAX_TAGS, iso_ms, js_json, js_trim, utf16_len
+from filemem.jsstr import js_json, js_trim, utf16_len
+from filemem.model import MAX_TAG_LENGTH, MAX_TAGS, iso_ms
 
-FRONT_MATTER_MAX: Final = 64 * 1024
 _CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f]")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _ISO_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\Z")
@@ -108,13 +109,10 @@ def front_matter(adapter_id: str, text: str, file: str | None
     """Split a ``---`` front-matter block off ``text``: (keys, body, line the body starts on),
     or None when the text has no front-matter.
 
-    The YAML is read with ruamel's safe loader behind guards (size cap, no aliases, anchors
-    or explicit tags), because these files come from another program and may be hostile.
+    The YAML is read by filemem's guarded reader (size cap, nesting depth, no anchors,
+    aliases, tags, merge keys or duplicate keys, as for entry files), because these files
+    come from another program and may be hostile.
     """
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-    from ruamel.yaml.events import AliasEvent, NodeEvent
-
     start = 1 if text.startswith("\ufeff") else 0
     lines = text[start:].split("\n")
     if not lines or lines[0].rstrip("\r") != "---":
@@ -124,26 +122,12 @@ def front_matter(adapter_id: str, text: str, file: str | None
         raise payload_error(adapter_id, f"{at(file, 1)}the front-matter is not closed by a "
                             "'---' line", file=file, line=1)
     head = "\n".join(line.rstrip("\r") for line in lines[1:close])
-    if len(head) > FRONT_MATTER_MAX:
-        raise payload_error(adapter_id, f"{at(file, 1)}the front-matter is larger than "
-                            f"{FRONT_MATTER_MAX} characters", file=file, line=1)
-    yaml = YAML(typ="safe", pure=True)
     try:
-        for event in yaml.parse(head):
-            if isinstance(event, AliasEvent) or (
-                    isinstance(event, NodeEvent) and getattr(event, "anchor", None)):
-                raise payload_error(adapter_id, f"{at(file, 1)}the front-matter uses YAML "
-                                    "anchors or aliases, which memory files do not need",
-                                    file=file, line=1)
-        data = yaml.load(head)
-    except ProtocolError:
-        raise
-    except (YAMLError, RecursionError, ValueError, TypeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise payload_error(adapter_id, f"{at(file, line)}the front-matter is not valid YAML "
-                            f"({problem})", file=file, line=line) from None
+        data = yamlsafe.load(head, what="the front-matter")
+    except yamlsafe.YamlError as exc:
+        line = exc.line + 1 if exc.line is not None else 1  # the file's line 1 is the ---
+        raise payload_error(adapter_id, f"{at(file, line)}{exc.message}", file=file,
+                            line=line) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -20,8 +20,9 @@
 filemem writes one key per line in a fixed order with plain or JSON-style double-quoted
 scalars, so a change shows up in ``git diff`` as one line per changed key. Reading that form
 takes a small exact parser; anything else a person or another tool wrote (comments, block
-lists, keys of their own) goes through ruamel.yaml's round-trip parser behind guards (size
-cap, no aliases or anchors, no tags, no merge keys). A replace of such a file splices the
+lists, keys of their own) goes through ruamel.yaml's round-trip parser behind the guards
+that every YAML filemem reads shares (:mod:`filemem.yamlsafe`: size cap, nesting depth, no
+aliases or anchors, no tags, no merge keys, no duplicate keys). A replace of such a file splices the
 changed keys' lines and keeps every other line as it was.
 """
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from . import yamlsafe
 from .errors import ProtocolError
 from .jsstr import ascii_lower
 from .model import (
@@ -51,8 +53,7 @@ FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
     "createdAt", "updatedAt", "sessionId",
 )
-FRONT_MATTER_MAX: Final = 64 * 1024
-MAX_NESTING: Final = 32
+FRONT_MATTER_MAX: Final = yamlsafe.MAX_BYTES
 _DELIM: Final = b"---"
 _PLAIN_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.@+/-]*\Z")
 _PLAIN_SPECIAL: Final = frozenset(
@@ -247,63 +248,18 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     return values
 
 
-def _check_nesting(head: str) -> None:
-    """Refuse deep nesting before parsing: ruamel needs seconds for a few KB of ``[[[[``."""
-    depth = deepest = 0
-    quote_char = ""
-    for ch in head:
-        if quote_char:
-            if ch == quote_char:
-                quote_char = ""
-        elif ch in "\"'":
-            quote_char = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "\n":
-            quote_char = ""
-    indent = max((len(line) - len(line.lstrip(" ")) for line in head.split("\n")), default=0)
-    if deepest > MAX_NESTING or indent > 4 * MAX_NESTING:
-        raise CodecError("front-matter is nested too deeply")
+def _load_yaml(head: str) -> Any:
+    """A front-matter through the shared guarded reader (round-trip types), or CodecError."""
+    try:
+        return yamlsafe.load(head, what="front-matter", typ="rt")
+    except yamlsafe.YamlError as exc:
+        where = f" (front-matter line {exc.line})" if exc.line is not None else ""
+        raise CodecError(exc.message + where) from None
 
 
 def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Parse any front-matter with ruamel.yaml behind guards: (protocol fields, extra keys)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-    from ruamel.yaml.events import AliasEvent, NodeEvent, ScalarEvent
-
-    _check_nesting(head)
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    try:
-        for event in yaml.parse(head):
-            if isinstance(event, AliasEvent):
-                raise CodecError("front-matter uses YAML aliases, which entry files may not")
-            if isinstance(event, NodeEvent) and getattr(event, "anchor", None):
-                raise CodecError("front-matter uses YAML anchors, which entry files may not")
-            tag = getattr(event, "tag", None)
-            implicit = getattr(event, "implicit", True)
-            explicit = not (implicit[0] if isinstance(implicit, tuple) else implicit)
-            if tag and explicit:
-                raise CodecError(f"front-matter uses the YAML tag {tag}, which entry files may not")
-            if isinstance(event, ScalarEvent) and event.value == "<<" and not event.style:
-                raise CodecError("front-matter uses a YAML merge key (<<), which entry files "
-                                 "may not")
-        data = yaml.load(head)
-    except CodecError:
-        raise
-    except RecursionError:
-        raise CodecError("front-matter is nested too deeply") from None
-    except YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (front-matter line {mark.line + 1})" if mark is not None else ""
-        raise CodecError(f"front-matter is not valid YAML: {problem}{where}") from None
-    except Exception as exc:  # ruamel raises a few non-YAMLError types on odd input
-        raise CodecError(f"front-matter is not valid YAML: {exc}") from None
+    """Parse any front-matter behind the guards: (protocol fields, extra keys)."""
+    data = _load_yaml(head)
     if not isinstance(data, dict):
         raise CodecError("front-matter is not a YAML mapping of keys to values")
     values: dict[str, Any] = {}
@@ -506,12 +462,14 @@ def _redump(head: str, entry: Entry) -> str | None:
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedSeq
 
+    try:
+        data = _load_yaml(head)
+    except CodecError:
+        return None
+    if not isinstance(data, dict):
+        return None
     yaml = YAML(typ="rt")
     yaml.width = 1 << 16
-    try:
-        data = yaml.load(head)
-    except Exception:
-        return None
     for key, value in field_values(entry).items():
         if isinstance(value, list):
             seq = CommentedSeq(value)

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from . import errors
+from . import errors, yamlsafe
 from .jsstr import js_json
 from .model import LAYERS
 
+CONFIG_NAME: Final = "filemem.yaml"
+CONFIG_MAX_BYTES: Final = 256 * 1024
 STORE_SCHEMA: Final = 1  # the store layout version this code reads and writes
 POLICIES: Final = ("ask", "auto", "off")
 LANGUAGES: Final = ("en", "zh")
@@ -140,11 +142,16 @@ def parse(raw: Any) -> Config:
 
 
 def load_yaml(data: bytes) -> Any:
-    """Parse ``filemem.yaml`` safely (plain data only)."""
-    from ruamel.yaml import YAML
+    """Parse ``filemem.yaml`` through the guarded reader (plain data only; the entry files'
+    limits, with room for a long ``writePolicies``). A YAML problem of any kind is a
+    ruamel ``YAMLError`` saying what is wrong."""
+    from ruamel.yaml.error import YAMLError
 
-    yaml = YAML(typ="safe", pure=True)
-    return yaml.load(data.decode("utf-8"))
+    try:
+        return yamlsafe.load(data.decode("utf-8"), what=CONFIG_NAME, max_bytes=CONFIG_MAX_BYTES)
+    except yamlsafe.YamlError as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        raise YAMLError(exc.message + where) from None
 
 
 def load(data: bytes) -> Config:
