@@ -1,0 +1,251 @@
+"""filemem.atomic and every file it replaces: short writes are finished, a full disk never
+leaves a torn file under the real name nor a temp file beside it, lock files are git's."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from filemem import atomic
+
+REAL_WRITE = os.write
+REAL_REPLACE = os.replace
+
+
+def one_byte(fd: int, data: Any) -> int:
+    """os.write as a signal-interrupted pipe does it: one byte a call."""
+    return REAL_WRITE(fd, bytes(memoryview(data)[:1]))
+
+
+class Disk:
+    """os.write on a disk that fills up: after ``free_calls`` untouched writes, ``budget``
+    more bytes fit (the write that crosses it is short), then every write is ENOSPC."""
+
+    def __init__(self, budget: int, free_calls: int = 0) -> None:
+        self.budget = budget
+        self.free_calls = free_calls
+        self.full = False
+
+    def write(self, fd: int, data: Any) -> int:
+        if self.free_calls:
+            self.free_calls -= 1
+            return REAL_WRITE(fd, data)
+        if self.budget <= 0:
+            self.full = True
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = min(len(data), self.budget)
+        self.budget -= n
+        return REAL_WRITE(fd, bytes(memoryview(data)[:n]))
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Disk]]:
+    def fill(budget: int, free_calls: int = 0) -> Disk:
+        disk = Disk(budget, free_calls)
+        monkeypatch.setattr(os, "write", disk.write)
+        return disk
+
+    yield fill
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------- the primitives
+
+
+def test_write_all_finishes_short_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = bytes(range(256)) * 20
+    monkeypatch.setattr(os, "write", one_byte)
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        atomic.write_all(fd, data)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_write_all_raises_when_nothing_is_written(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"old")
+    monkeypatch.setattr(os, "write", lambda fd, data: 0)
+    with pytest.raises(OSError) as caught:
+        atomic.atomic_write(str(target), b"new content", durable=False)
+    assert caught.value.errno == errno.ENOSPC
+    assert snapshot(tmp_path) == {"f": b"old"}
+
+
+def test_atomic_write_replaces_with_short_writes(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"old")
+    monkeypatch.setattr(os, "write", one_byte)
+    atomic.atomic_write(str(target), b"the new content", durable=True)
+    assert snapshot(tmp_path) == {"f": b"the new content"}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("budget", [0, 3, 999])
+def test_atomic_write_on_a_full_disk_leaves_the_target(tmp_path: Path, budget: int,
+                                                       full_disk: Callable[..., Disk]) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"old content")
+    disk = full_disk(budget)
+    with pytest.raises(OSError) as caught:
+        atomic.atomic_write(str(target), b"x" * 1000, durable=True)
+    assert caught.value.errno == errno.ENOSPC and disk.full
+    assert snapshot(tmp_path) == {"f": b"old content"}
+
+
+def test_atomic_write_failed_rename_removes_the_temp(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "f").write_bytes(b"old")
+
+    def fail(src: str, dst: str) -> None:
+        raise OSError(errno.EIO, "rename failed")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError):
+        atomic.atomic_write(str(tmp_path / "f"), b"new", durable=False)
+    assert snapshot(tmp_path) == {"f": b"old"}
+
+
+def test_create_new_on_a_full_disk_leaves_nothing(tmp_path: Path,
+                                                  full_disk: Callable[..., Disk]) -> None:
+    full_disk(10)
+    with pytest.raises(OSError):
+        atomic.create_new(str(tmp_path / "new"), b"y" * 100, durable=False)
+    assert snapshot(tmp_path) == {}
+    (tmp_path / "there").write_bytes(b"mine")
+    with pytest.raises(FileExistsError):
+        atomic.create_new(str(tmp_path / "there"), b"other", durable=False)
+    assert snapshot(tmp_path) == {"there": b"mine"}
+
+
+@pytest.mark.parametrize("free_calls", [0, 1, 2])
+def test_replace_many_on_a_full_disk_renames_nothing(tmp_path: Path, free_calls: int,
+                                                     full_disk: Callable[..., Disk]) -> None:
+    (tmp_path / "b").write_bytes(b"old b")
+    full_disk(5, free_calls)
+    files = [(str(tmp_path / n), n.encode() * 50) for n in ("a", "b", "c")]
+    with pytest.raises(OSError):
+        atomic.replace_many(files, durable=True)
+    assert snapshot(tmp_path) == {"b": b"old b"}
+
+
+def test_replace_many_undo_takes_back_new_files(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "c").write_bytes(b"c was here")
+
+    def fail_last(src: str, dst: str) -> None:
+        if dst.endswith("last"):
+            raise OSError(errno.EIO, "rename failed")
+        REAL_REPLACE(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_last)
+    files = [(str(tmp_path / "a"), b"A"), (str(tmp_path / "c"), b"C"),
+             (str(tmp_path / "last"), b"L")]
+    with pytest.raises(OSError):
+        atomic.replace_many(files, durable=False, undo=True)
+    # "a" was new: taken back; "c" existed (content-addressed callers: the same bytes)
+    assert snapshot(tmp_path) == {"c": b"C"}
+
+
+def test_fsync_follows_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    atomic.atomic_write(str(tmp_path / "f"), b"1", durable=False)
+    assert synced == []
+    atomic.atomic_write(str(tmp_path / "f"), b"2", durable=True)
+    assert synced == ["file", "dir"]
+    synced.clear()
+    atomic.replace_many([(str(tmp_path / "g"), b"g"), (str(tmp_path / "h"), b"h")],
+                        durable=True, sync_dirs=False)
+    assert synced == ["file", "file"]
+    synced.clear()
+    with atomic.LockFile(str(tmp_path / "f"), durable=True) as lock:
+        lock.write(b"3")
+        lock.commit()
+    assert synced == ["file", "dir"]
+
+
+def test_remove_temps_removes_only_that_files_temps(tmp_path: Path) -> None:
+    target = str(tmp_path / "journal.json")
+    for _ in range(2):
+        with open(atomic.temp_name(target), "wb"):
+            pass
+    (tmp_path / "journal.json").write_bytes(b"{}")
+    (tmp_path / ".other.json.1.2.tmp").write_bytes(b"")
+    assert len(atomic.remove_temps(target)) == 2
+    assert sorted(snapshot(tmp_path)) == [".other.json.1.2.tmp", "journal.json"]
+
+
+# ---------------------------------------------------------------- the lock file
+
+
+def test_lock_refuses_when_the_lock_exists(tmp_path: Path) -> None:
+    target = tmp_path / "ref"
+    target.write_bytes(b"old\n")
+    (tmp_path / "ref.lock").write_bytes(b"someone else's")
+    with pytest.raises(atomic.Locked) as caught:
+        atomic.LockFile(str(target), durable=True)
+    assert isinstance(caught.value, FileExistsError)
+    assert snapshot(tmp_path) == {"ref": b"old\n", "ref.lock": b"someone else's"}
+
+
+def test_lock_commit_replaces_and_releases(tmp_path: Path) -> None:
+    target = tmp_path / "ref"
+    target.write_bytes(b"old\n")
+    with atomic.LockFile(str(target), durable=False) as lock:
+        lock.write(b"new")
+        lock.write(b"\n")
+        assert (tmp_path / "ref.lock").exists()
+        lock.commit()
+    assert snapshot(tmp_path) == {"ref": b"new\n"}
+    with pytest.raises(ValueError):
+        lock.write(b"more")
+
+
+@pytest.mark.parametrize("how", ["abort", "leave", "raise"])
+def test_lock_abort_cleans_up(tmp_path: Path, how: str) -> None:
+    target = tmp_path / "ref"
+    target.write_bytes(b"old\n")
+    expect = pytest.raises(RuntimeError) if how == "raise" else contextlib.nullcontext()
+    with expect, atomic.LockFile(str(target), durable=True) as lock:
+        lock.write(b"half")
+        if how == "abort":
+            lock.abort()
+        elif how == "raise":
+            raise RuntimeError("the caller changed its mind")
+        # "leave": an early exit without commit() must not put the lock in place
+    assert snapshot(tmp_path) == {"ref": b"old\n"}
+    atomic.LockFile(str(target), durable=False).abort()  # the lock is free again
+
+
+def test_lock_on_a_full_disk_leaves_the_target(tmp_path: Path,
+                                               full_disk: Callable[..., Disk]) -> None:
+    target = tmp_path / "ref"
+    target.write_bytes(b"old\n")
+    full_disk(2)
+    with pytest.raises(OSError), atomic.LockFile(str(target), durable=True) as lock:
+        lock.write(b"0123456789abcdef\n")
+        lock.commit()
+    assert snapshot(tmp_path) == {"ref": b"old\n"}
