@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from filemem import atomic
+from filemem import atomic, worktree
+from filemem.auditlog import Ledger
+from filemem.pending import PendingStore
+from filemem.recall import RecallCounters
 
 REAL_WRITE = os.write
 REAL_REPLACE = os.replace
@@ -249,3 +252,86 @@ def test_lock_on_a_full_disk_leaves_the_target(tmp_path: Path,
         lock.write(b"0123456789abcdef\n")
         lock.commit()
     assert snapshot(tmp_path) == {"ref": b"old\n"}
+
+
+# ---------------------------------------------------------------- the callers
+
+
+def test_journal_short_writes_and_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            full_disk: Callable[..., Disk]) -> None:
+    journal = worktree.Journal.at(str(tmp_path))
+    paths: dict[str, tuple[str | None, str | None]] = {"user/a.md": (None, "b" * 40)}
+    monkeypatch.setattr(os, "write", one_byte)
+    journal.begin("a" * 40, "c" * 40, paths)
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    assert journal.read() == paths  # the single unchecked os.write wrote one byte of it
+    before = snapshot(tmp_path)
+    full_disk(7)
+    with pytest.raises(OSError):
+        journal.begin("c" * 40, "d" * 40, {"user/b.md": ("e" * 40, None)})
+    assert snapshot(tmp_path) == before
+
+
+def test_journal_is_durable_and_working_tree_files_are_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    worktree.write(str(tmp_path), "user/a.md", b"text\n")
+    worktree.write(str(tmp_path), "user/a.md", b"text 2\n")
+    worktree.write(str(tmp_path), "user/b.md", b"text\n", new=True)
+    assert synced == []  # the commit and the journal are the durable record
+    worktree.Journal.at(str(tmp_path)).begin(None, "c" * 40, {})
+    assert synced == [False, True]  # the journal file, then its folder
+    synced.clear()
+    PendingStore(str(tmp_path)).stage({"action": "add"})
+    assert synced == [False, True]
+
+
+def test_working_tree_write_on_a_full_disk(tmp_path: Path,
+                                           full_disk: Callable[..., Disk]) -> None:
+    worktree.write(str(tmp_path), "user/a.md", b"old text\n")
+    before = snapshot(tmp_path)
+    full_disk(4)
+    with pytest.raises(OSError):
+        worktree.write(str(tmp_path), "user/a.md", b"new text, longer\n")
+    with pytest.raises(OSError):
+        worktree.write(str(tmp_path), "user/b.md", b"a new file\n", new=True)
+    assert snapshot(tmp_path) == before  # no torn file and no *.filemem-tmp left
+
+
+def test_pending_record_short_writes_and_full_disk(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   full_disk: Callable[..., Disk]) -> None:
+    pending = PendingStore(str(tmp_path))
+    monkeypatch.setattr(os, "write", one_byte)
+    pid = pending.stage({"action": "add", "text": "a staged write " * 10})
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    assert [r["id"] for r in pending.list()] == [pid]
+    assert pending.list()[0]["text"] == "a staged write " * 10
+    before = snapshot(tmp_path)
+    full_disk(20)
+    with pytest.raises(OSError):
+        pending.stage({"action": "add", "text": "another staged write " * 10})
+    assert snapshot(tmp_path) == before
+
+
+def test_ledger_and_recall_appends_finish_short_writes(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(str(tmp_path))
+    recall = RecallCounters(str(tmp_path))
+    monkeypatch.setattr(os, "write", one_byte)
+    ledger.append([{"seq": 1, "action": "recalled", "text": "x" * 50}])
+    ledger.append([{"seq": 2, "action": "snapshot", "text": "y" * 50}])
+    recall.bump(["id-one", "id-two"], 1000)
+    recall.bump(["id-one"], 2000)
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    assert [r["seq"] for r in ledger.tail(10)] == [2, 1]
+    fresh = RecallCounters(str(tmp_path))
+    fresh.refresh()
+    assert fresh.get("id-one") == (2, 2000) and fresh.get("id-two") == (1, 1000)
