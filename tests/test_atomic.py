@@ -7,19 +7,25 @@ import contextlib
 import errno
 import os
 import stat
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import filemem
 from filemem import atomic, worktree
 from filemem.auditlog import Ledger
+from filemem.gitindex import GitIndex
+from filemem.gitrepo import GitRepo, PendingObjects
 from filemem.pending import PendingStore
 from filemem.recall import RecallCounters
+from tests.conftest import ctx
 
 REAL_WRITE = os.write
 REAL_REPLACE = os.replace
+UG = {"track": "user", "scope": "user-global"}
 
 
 def one_byte(fd: int, data: Any) -> int:
@@ -335,3 +341,169 @@ def test_ledger_and_recall_appends_finish_short_writes(tmp_path: Path,
     fresh = RecallCounters(str(tmp_path))
     fresh.refresh()
     assert fresh.get("id-one") == (2, 2000) and fresh.get("id-two") == (1, 1000)
+
+
+@pytest.fixture
+def repo(provider: filemem.Provider, store_path: Path) -> GitRepo:
+    provider.add({**UG, "text": "an entry so that HEAD has a tree"}, ctx())
+    return GitRepo(str(store_path))
+
+
+def _blobs(count: int, tag: str) -> tuple[PendingObjects, list[str]]:
+    pending = PendingObjects()
+    shas = [pending.add(b"blob", f"{tag} object {i}\n".encode() * (i + 1))
+            for i in range(count)]
+    return pending, shas
+
+
+def _leftovers(git_dir: str) -> list[str]:
+    return [n for _d, _s, names in os.walk(os.path.join(git_dir, "objects"))
+            for n in names if n.startswith("tmp_")]
+
+
+@pytest.mark.parametrize("free_calls", [0, 1, 2])
+def test_loose_objects_on_a_full_disk(repo: GitRepo, free_calls: int,
+                                      full_disk: Callable[..., Disk]) -> None:
+    pending, shas = _blobs(3, f"loose {free_calls}")
+    full_disk(10, free_calls)
+    with pytest.raises(OSError):
+        repo.write(pending)
+    for sha in shas:  # not even a whole one: nothing is renamed until all are fsynced
+        assert not os.path.exists(os.path.join(repo.git_dir, "objects", sha[:2], sha[2:]))
+    assert _leftovers(repo.git_dir) == []
+
+
+def test_loose_objects_failed_rename_leaves_no_temp(repo: GitRepo,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    pending, _shas = _blobs(3, "rename")
+    calls = []
+
+    def fail_second(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "rename failed")
+        REAL_REPLACE(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_second)
+    with pytest.raises(OSError):
+        repo.write(pending)
+    assert _leftovers(repo.git_dir) == []
+    with open(calls[0], "rb") as f:  # the one renamed before the failure is whole
+        assert zlib.decompress(f.read()).startswith(b"blob ")
+
+
+def test_loose_objects_with_short_writes(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    pending, shas = _blobs(3, "short")
+    monkeypatch.setattr(os, "write", one_byte)
+    repo.write(pending)
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    for i, sha in enumerate(shas):
+        assert repo.read_raw(sha) == (b"blob", b"short object %d\n" % i * (i + 1))
+
+
+@pytest.mark.parametrize("free_calls", [0, 1])  # mid-.pack, mid-.idx
+def test_pack_on_a_full_disk(repo: GitRepo, free_calls: int,
+                             full_disk: Callable[..., Disk]) -> None:
+    pack_dir = os.path.join(repo.git_dir, "objects", "pack")
+    before = sorted(os.listdir(pack_dir)) if os.path.isdir(pack_dir) else []
+    pending, _shas = _blobs(80, f"pack {free_calls}")
+    full_disk(100, free_calls)
+    with pytest.raises(OSError):
+        repo.write(pending)
+    assert sorted(os.listdir(pack_dir)) == before  # no .pack without .idx, no tmp_*
+    assert _leftovers(repo.git_dir) == []
+
+
+def test_pack_failed_idx_rename_takes_the_pack_back(repo: GitRepo,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    pack_dir = os.path.join(repo.git_dir, "objects", "pack")
+    before = sorted(os.listdir(pack_dir)) if os.path.isdir(pack_dir) else []
+
+    def fail_idx(src: str, dst: str) -> None:
+        if dst.endswith(".idx"):
+            raise OSError(errno.EIO, "rename failed")
+        REAL_REPLACE(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_idx)
+    with pytest.raises(OSError):
+        repo.write(_blobs(80, "idx rename")[0])
+    assert sorted(os.listdir(pack_dir)) == before
+
+
+def test_pack_with_short_writes(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    pending, shas = _blobs(70, "short pack")
+    monkeypatch.setattr(os, "write", one_byte)
+    repo.write(pending)
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    repo.close()
+    assert repo.read_raw(shas[-1]) == (b"blob", b"short pack object 69\n" * 70)
+
+
+def test_ref_on_a_full_disk_is_unchanged(repo: GitRepo, full_disk: Callable[..., Disk]) -> None:
+    ref = os.path.join(repo.git_dir, "refs", "heads", "main")
+    with open(ref, "rb") as f:
+        before = f.read()
+    old = repo.head()
+    full_disk(8)
+    with pytest.raises(OSError):
+        repo.cas_head(old, "f" * 40, "a move that does not fit")
+    with open(ref, "rb") as f:
+        assert f.read() == before
+    assert not os.path.exists(ref + ".lock")
+
+
+def test_ref_refused_while_locked(repo: GitRepo) -> None:
+    ref = os.path.join(repo.git_dir, "refs", "heads", "main")
+    with open(ref + ".lock", "wb") as f:
+        f.write(b"a git command's")
+    old = repo.head()
+    assert repo.cas_head(old, "f" * 40, "blocked") is False
+    assert repo.head() == old
+    with open(ref + ".lock", "rb") as f:
+        assert f.read() == b"a git command's"
+    os.unlink(ref + ".lock")
+    assert repo.cas_head("0" * 40, "f" * 40, "stale") is False  # the CAS itself
+    assert repo.head() == old and not os.path.exists(ref + ".lock")
+
+
+def test_ref_commit_never_deletes_the_next_writers_lock(repo: GitRepo,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the lock file is renamed into place the name is free: a git command may take it
+    at once, and that lock is not ours to delete."""
+    ref = os.path.join(repo.git_dir, "refs", "heads", "main")
+
+    def replace_then_git_locks(src: str, dst: str) -> None:
+        REAL_REPLACE(src, dst)
+        if src == ref + ".lock":
+            with open(src, "xb") as f:
+                f.write(b"git's own")
+
+    monkeypatch.setattr(os, "replace", replace_then_git_locks)
+    new = repo.head()
+    assert repo.cas_head(repo.head(), new, "same commit, new lock") is True
+    with open(ref + ".lock", "rb") as f:
+        assert f.read() == b"git's own"
+
+
+def test_index_on_a_full_disk_is_unchanged(repo: GitRepo,
+                                           full_disk: Callable[..., Disk]) -> None:
+    path = os.path.join(repo.git_dir, "index")
+    with open(path, "rb") as f:
+        before = f.read()
+    index = GitIndex.load(repo.git_dir)
+    index.set("user/extra.md", "e" * 40, None)
+    full_disk(30)
+    with pytest.raises(OSError):
+        index.write()
+    with open(path, "rb") as f:
+        assert f.read() == before
+    assert not os.path.exists(path + ".lock")
+
+
+def test_index_with_short_writes(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = GitIndex.load(repo.git_dir)
+    index.set("user/extra.md", "e" * 40, None)
+    monkeypatch.setattr(os, "write", one_byte)
+    index.write()
+    monkeypatch.setattr(os, "write", REAL_WRITE)
+    assert GitIndex.load(repo.git_dir).sha("user/extra.md") == "e" * 40
