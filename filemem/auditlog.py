@@ -35,6 +35,7 @@ import os
 import re
 from typing import Any, Final, cast
 
+from . import atomic
 from .types import AuditRow
 
 ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
@@ -177,7 +178,7 @@ class Ledger:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data  # a killed writer left a torn line: start a fresh one
-            os.write(fd, data)
+            atomic.write_all(fd, data)  # an append, not a replace: O_APPEND, no fsync
         finally:
             os.close(fd)
 

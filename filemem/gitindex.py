@@ -19,6 +19,8 @@ import struct
 import time
 from collections.abc import Iterable
 
+from . import atomic
+
 _HEADER = struct.Struct(">4sLL")
 _STAT = struct.Struct(">LLLLLLLLLL")
 _EXTENDED = 0x4000
@@ -182,28 +184,26 @@ class GitIndex:
                 if stage == 0)
 
     def write(self, timeout: float = 5.0) -> None:
-        """Write through ``index.lock`` (git's mutex for the index) and rename into place."""
+        """Write through ``index.lock`` (git's mutex for the index) and rename into place.
+        Not fsynced (git does not fsync it either): it is rebuilt from HEAD if lost."""
         data = _HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)) + \
             b"".join(self._values)
         data += hashlib.sha1(data).digest()
-        lock = self.path + ".lock"
         deadline = time.monotonic() + timeout
         while True:
             try:
-                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                lock = atomic.LockFile(self.path, durable=False)
                 break
-            except FileExistsError:
+            except atomic.Locked as exc:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{lock} exists: another git command is using this store's index; "
-                        "if none is running, delete the file and retry"
+                        f"{exc.filename} exists: another git command is using this store's "
+                        "index; if none is running, delete the file and retry"
                     ) from None
                 time.sleep(0.01)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(lock, self.path)
+        with lock:
+            lock.write(data)
+            lock.commit()
 
 
 def rebuild(git_dir: str, root: str, files: Iterable[tuple[str, int, str]]) -> GitIndex:

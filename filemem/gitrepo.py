@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from . import atomic
+
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
@@ -179,28 +181,22 @@ class GitRepo:
 
         git's own protocol: ``<ref>.lock`` created exclusively (a git command holding it
         makes this fail, not wait), the value re-read under it, written, fsynced and renamed
-        into place; then a reflog line, as git writes one. dulwich's set_if_equals does the
-        same but re-reads the repository config for every reflog line (~1 ms a commit)."""
+        into place, and the folder fsynced (the move is the commit point: once this returns
+        it survives a power cut); then a reflog line, as git writes one. dulwich's
+        set_if_equals does the same but re-reads the repository config for every reflog
+        line (~1 ms a commit)."""
         ref = self.head_ref()
         path = os.path.join(self.git_dir, *ref.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        lock = path + ".lock"
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
+            lock = atomic.LockFile(path, durable=True)
+        except atomic.Locked:
             return False
-        try:
-            try:
-                if self.head() != old:
-                    return False
-                os.write(fd, new.encode() + b"\n")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(lock, path)
-        finally:
-            if os.path.exists(lock):
-                os.unlink(lock)
+        with lock:
+            if self.head() != old:
+                return False
+            lock.write(new.encode() + b"\n")
+            lock.commit()  # released by the rename: the .lock name is the next writer's
         self._reflog(ref, old, new, message)
         return True
 
@@ -364,26 +360,17 @@ class GitRepo:
         """Write every object to a temp file, then fsync them all, then rename them into
         place: on a journaling file system the first fsync commits the journal for all of
         them, where fsyncing each before creating the next waits for one commit each."""
-        staged: list[tuple[int, str, str]] = []
-        try:
-            for sha, kind, raw in items:
-                folder = os.path.join(self.git_dir, "objects", sha[:2])
-                os.makedirs(folder, mode=0o700, exist_ok=True)
-                tmp = os.path.join(folder, f"tmp_obj_{os.getpid()}_{sha[2:10]}")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
-                staged.append((fd, tmp, os.path.join(folder, sha[2:])))
-                os.write(fd, zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1))
-            for fd, _tmp, _final in staged:
-                os.fsync(fd)
-        except BaseException:
-            for fd, tmp, _final in staged:
-                os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-            raise
-        for fd, tmp, final in staged:
-            os.close(fd)
-            os.replace(tmp, final)
+        files = []
+        for sha, kind, raw in items:
+            folder = os.path.join(self.git_dir, "objects", sha[:2])
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            files.append((os.path.join(folder, sha[2:]),
+                          zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1)))
+        # the folders are not fsynced (nor by git): the ref's fsync, after, commits the
+        # renames on a journaling file system. A loose object renamed before a failure is
+        # whole and harmless; temp files are "tmp_obj_*" for clear_stale_locks.
+        atomic.replace_many(files, durable=True, sync_dirs=False, mode=0o400,
+                            prefix="tmp_obj_")
 
     def _write_pack(self, items: list[tuple[str, bytes, bytes]]) -> None:
         """One pack (v2, undeltified) plus its index (v2), both fsynced; git and dulwich
@@ -430,16 +417,12 @@ class GitRepo:
         folder = os.path.join(self.git_dir, "objects", "pack")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         name = f"pack-{pack_sha.hex()}"
-        # the .pack first: git and dulwich only use a pack once its .idx exists
-        for suffix, data in ((".pack", pack), (".idx", idx)):
-            tmp = os.path.join(folder, f"tmp_{name}{suffix}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, os.path.join(folder, name + suffix))
+        # both written and fsynced before either is renamed; the .pack first, as git and
+        # dulwich only use a pack once its .idx exists; a failed .idx rename takes the new
+        # .pack away again (undo). Temp files are "tmp_*" for clear_stale_locks.
+        base = os.path.join(folder, name)
+        atomic.replace_many([(base + ".pack", pack), (base + ".idx", idx)], durable=True,
+                            sync_dirs=False, mode=0o400, prefix="tmp_", undo=True)
 
     def pack_loose_objects(self) -> int:
         """Move loose objects into one pack (nothing else triggers gc on this write path).

@@ -14,7 +14,7 @@ import os
 import uuid
 from typing import Any, Final
 
-from . import errors
+from . import atomic, errors
 
 PENDING_DIR: Final = "pending"
 _CLAIMED: Final = ".claimed"
@@ -36,13 +36,10 @@ class PendingStore:
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         pid = uuid.uuid4().hex[:12]
         record = {"id": pid, **record}
-        tmp = self._path(pid) + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._path(pid))
+        # durable: the caller is told the write is pending, so the record must outlive a crash
+        atomic.atomic_write(self._path(pid),
+                            json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"),
+                            durable=True)
         return pid
 
     def list(self) -> list[Record]:

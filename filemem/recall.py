@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from typing import Final
 
+from . import atomic
+
 LOG_NAME: Final = "recall.log"
 BASE_NAME: Final = "recall.json"
 COMPACT_AT: Final = 4 * 1024 * 1024
@@ -105,7 +107,7 @@ class RecallCounters:
         line = f"{ts} {' '.join(ids)}\n".encode("ascii")
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            os.write(fd, line)
+            atomic.write_all(fd, line)
         finally:
             os.close(fd)
         # fold our own line now; refresh() will skip it by offset only if nobody else wrote
@@ -121,10 +123,9 @@ class RecallCounters:
         """Fold the log into the base file (store lock held by the caller)."""
         self.refresh()
         data = {k: v for k, v in self._counts.items() if k in live_ids}
-        tmp = self.base_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.replace(tmp, self.base_path)
+        # durable: the log it folds is deleted next, so the base must be on disk first
+        atomic.atomic_write(self.base_path, json.dumps(data, separators=(",", ":")).encode(),
+                            durable=True)
         os.unlink(self.log_path)
         self._base_id = None
         self.refresh()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from . import codec, errors, worktree
+from . import atomic, codec, errors, worktree
 from . import config as config_mod
 from .auditlog import (
     Ledger,
@@ -489,11 +489,9 @@ class Store:
         data = json.dumps({"format": _CACHE_FORMAT, "head": state.head, "tree": state.tree,
                            "config": cfg, "files": files},
                           ensure_ascii=False, separators=(",", ":"))
-        tmp = f"{self._cache_path()}.{os.getpid()}.tmp"
         try:
-            with private_files(), open(tmp, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, self._cache_path())
+            # not durable: a cache lost in a crash is rebuilt from HEAD
+            atomic.atomic_write(self._cache_path(), data.encode("utf-8"), durable=False)
             self._unsaved = 0
             self._saved_tree = state.tree
             self._saved_config = state.config_blob

@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from typing import Final
 
+from . import atomic
 from .gitindex import hash_blob
 
 TMP_SUFFIX: Final = ".filemem-tmp"
@@ -33,14 +34,8 @@ def read(root: str, path: str) -> bytes | None:
         return None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_result:
-    """Replace a working-tree file atomically (temp + rename); returns its stat.
+    """Replace a working-tree file atomically (temp + rename, not fsynced); returns its stat.
 
     ``new=True`` creates a file that must not exist yet, directly (half the syscalls, which
     matters for a 1,000-entry seed); FileExistsError if something is already there.
@@ -50,23 +45,12 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
     folder = os.path.dirname(target)
     if new:
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            return atomic.create_new(target, data, durable=False)
         except FileNotFoundError:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            _write_all(fd, data)
-            return os.fstat(fd)
-        finally:
-            os.close(fd)
+            return atomic.create_new(target, data, durable=False)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}{TMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+    atomic.atomic_write(target, data, durable=False, suffix=TMP_SUFFIX)
     return os.stat(target)
 
 
@@ -118,7 +102,8 @@ def is_clean(root: str, path: str, head_blob: str | None, index: object | None) 
 
 @dataclass
 class Journal:
-    """What a write is about to change, so the next open can finish or undo it."""
+    """What a write is about to change, so the next open can finish or undo it. Written
+    durably (fsynced, and its folder) before the branch moves."""
 
     path: str
 
@@ -130,13 +115,8 @@ class Journal:
               paths: dict[str, tuple[str | None, str | None]]) -> None:
         data = json.dumps({"old": old_head, "new": new_head,
                            "paths": {p: list(v) for p, v in paths.items()}}).encode()
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic.remove_temps(self.path)  # a killed begin's (the store lock is held)
+        atomic.atomic_write(self.path, data, durable=True)
 
     def read(self) -> dict[str, tuple[str | None, str | None]] | None:
         try:
@@ -166,15 +146,7 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
     """
     repaired = []
     for path, (old, new) in paths.items():
-        target = full_path(root, path)
-        folder = os.path.dirname(target)
-        prefix = f".{os.path.basename(target)}."
-        try:
-            for name in os.listdir(folder):
-                if name.startswith(prefix) and name.endswith(TMP_SUFFIX):
-                    os.unlink(os.path.join(folder, name))
-        except (FileNotFoundError, NotADirectoryError):
-            pass
+        atomic.remove_temps(full_path(root, path), suffix=TMP_SUFFIX)
         data = read(root, path)
         current = hash_blob(data) if data is not None else None
         want = head_blob.get(path)

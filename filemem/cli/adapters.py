@@ -8,17 +8,15 @@ text file, ``{"files": {...}}`` into a directory, anything else as JSON.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sys
-import tempfile
 from typing import Any, Final
 
 import click
 
-from .. import errors
+from .. import atomic, errors
 from ..adapters import ID_RE, default_registry
 from .app import main
 from .common import emit_json, json_option
@@ -127,21 +125,9 @@ def _text_or_json(text: str, name: str | None, full: str | None, shown: str) -> 
 
 
 def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".filemem-", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # an ordinary file for the other tool, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # durable: it replaces another tool's own memory file; 0666 before the umask, an
+    # ordinary file for that tool (not a private one like the store's)
+    atomic.atomic_write(path, data, durable=True, mode=0o666)
 
 
 def is_directory_payload(payload: Any) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .. import errors
+from .. import atomic, errors
 from .app import main
 from .common import (
     SCOPES,
@@ -285,8 +285,11 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
         doc = store.export()
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
+        if os.path.exists(out) and not os.path.isfile(out):  # /dev/stdout, a pipe
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:  # replaced whole (never truncated, then half written), durably, 0666 - umask
+            atomic.atomic_write(out, text.encode("utf-8"), durable=True, mode=0o666)
         click.echo(f"Wrote {len(doc['entries'])} entries to {out}", err=True)
     else:
         click.echo(text, nl=False)
