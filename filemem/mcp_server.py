@@ -36,6 +36,7 @@ imports.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import json
 import logging
 import os
@@ -586,78 +587,6 @@ def _ask(ctx: Context[Any, Any], plan: Plan) -> Elicit[Approval] | None:
     return Elicit(service_of(ctx).message(plan.request, plan.session), Approval)
 
 
-# One planner and one asker per write tool: a resolver takes the tool's own arguments by
-# name, and the asker must name the planner it depends on.
-
-async def _plan_add(ctx: Context[Any, Any], session: Annotated[Session, Resolve(_session)],
-                    text: str, track: str, scope: str, tags: list[str] | None) -> Plan:
-    return await _plan(ctx, session, "add", _add_input(text, track, scope, tags))
-
-
-async def _plan_replace(ctx: Context[Any, Any], session: Annotated[Session, Resolve(_session)],
-                        match: str, text: str, track: str, scope: str,
-                        tags: list[str] | None) -> Plan:
-    return await _plan(ctx, session, "replace",
-                       _replace_input(match, text, track, scope, tags))
-
-
-async def _plan_remove(ctx: Context[Any, Any], session: Annotated[Session, Resolve(_session)],
-                       match: str, track: str, scope: str) -> Plan:
-    return await _plan(ctx, session, "remove", _remove_input(match, track, scope))
-
-
-async def _plan_consolidate(ctx: Context[Any, Any],
-                            session: Annotated[Session, Resolve(_session)], matches: list[str],
-                            text: str, track: str, scope: str, tags: list[str] | None) -> Plan:
-    return await _plan(ctx, session, "consolidate",
-                       _consolidate_input(matches, text, track, scope, tags))
-
-
-async def _ask_add(ctx: Context[Any, Any],
-                   plan: Annotated[Plan, Resolve(_plan_add)]) -> Elicit[Approval] | None:
-    return _ask(ctx, plan)
-
-
-async def _ask_replace(ctx: Context[Any, Any],
-                       plan: Annotated[Plan, Resolve(_plan_replace)]) -> Elicit[Approval] | None:
-    return _ask(ctx, plan)
-
-
-async def _ask_remove(ctx: Context[Any, Any],
-                      plan: Annotated[Plan, Resolve(_plan_remove)]) -> Elicit[Approval] | None:
-    return _ask(ctx, plan)
-
-
-async def _ask_consolidate(ctx: Context[Any, Any],
-                           plan: Annotated[Plan, Resolve(_plan_consolidate)]
-                           ) -> Elicit[Approval] | None:
-    return _ask(ctx, plan)
-
-
-# ---------------------------------------------------------------- tool inputs
-
-
-def _add_input(text: str, track: str, scope: str, tags: list[str] | None) -> dict[str, Any]:
-    inp: dict[str, Any] = {"track": track, "scope": scope, "text": text, "source": TOOL_SOURCE}
-    if tags is not None:
-        inp["tags"] = tags
-    return inp
-
-
-def _replace_input(match: str, text: str, track: str, scope: str,
-                   tags: list[str] | None) -> dict[str, Any]:
-    return {**_add_input(text, track, scope, tags), "match": match}
-
-
-def _remove_input(match: str, track: str, scope: str) -> dict[str, Any]:
-    return {"track": track, "scope": scope, "match": match}
-
-
-def _consolidate_input(matches: list[str], text: str, track: str, scope: str,
-                       tags: list[str] | None) -> dict[str, Any]:
-    return {**_add_input(text, track, scope, tags), "matches": matches}
-
-
 # ---------------------------------------------------------------- tool bodies
 
 
@@ -711,61 +640,7 @@ _MATCH_DOC: Final = ("a substring of the entry's text (case-insensitive for ASCI
 TrackArg = Annotated[Track, Field(description=_TRACK_DOC)]
 ScopeArg = Annotated[Scope, Field(description=_SCOPE_DOC)]
 TagsArg = Annotated[list[str] | None, Field(description=_TAGS_DOC)]
-
-
-async def memory_add(
-    ctx: Context[Any, Any],
-    plan: Annotated[Plan, Resolve(_plan_add)],
-    answer: Annotated[ElicitationResult[Approval], Resolve(_ask_add)],
-    text: Annotated[str, Field(description="the fact, one self-contained statement")],
-    track: TrackArg = "user",
-    scope: ScopeArg = "workspace",
-    tags: TagsArg = None,
-) -> Annotated[CallToolResult, AddResult]:
-    return await _write(ctx, "add", _add_input(text, track, scope, tags), plan, answer)
-
-
-async def memory_replace(
-    ctx: Context[Any, Any],
-    plan: Annotated[Plan, Resolve(_plan_replace)],
-    answer: Annotated[ElicitationResult[Approval], Resolve(_ask_replace)],
-    match: Annotated[str, Field(description=_MATCH_DOC)],
-    text: Annotated[str, Field(description="the complete new text of that entry")],
-    track: TrackArg = "user",
-    scope: ScopeArg = "workspace",
-    tags: Annotated[list[str] | None, Field(description=_TAGS_DOC + "; omit to keep the "
-                                            "entry's tags, [] to clear them")] = None,
-) -> Annotated[CallToolResult, ReplaceResult]:
-    return await _write(ctx, "replace", _replace_input(match, text, track, scope, tags),
-                        plan, answer)
-
-
-async def memory_remove(
-    ctx: Context[Any, Any],
-    plan: Annotated[Plan, Resolve(_plan_remove)],
-    answer: Annotated[ElicitationResult[Approval], Resolve(_ask_remove)],
-    match: Annotated[str, Field(description=_MATCH_DOC)],
-    track: TrackArg = "user",
-    scope: ScopeArg = "workspace",
-) -> Annotated[CallToolResult, RemoveResult]:
-    return await _write(ctx, "remove", _remove_input(match, track, scope), plan, answer)
-
-
-async def memory_consolidate(
-    ctx: Context[Any, Any],
-    plan: Annotated[Plan, Resolve(_plan_consolidate)],
-    answer: Annotated[ElicitationResult[Approval], Resolve(_ask_consolidate)],
-    matches: Annotated[list[str], Field(
-        min_length=1, max_length=20,
-        description="1 to 20 substrings, each matching exactly one entry to merge (" +
-                    _MATCH_DOC + ")")],
-    text: Annotated[str, Field(description="the one new entry that replaces them all")],
-    track: TrackArg = "user",
-    scope: ScopeArg = "workspace",
-    tags: TagsArg = None,
-) -> Annotated[CallToolResult, ConsolidateResult]:
-    return await _write(ctx, "consolidate",
-                        _consolidate_input(matches, text, track, scope, tags), plan, answer)
+MatchArg = Annotated[str, Field(description=_MATCH_DOC)]
 
 
 async def memory_query(
@@ -857,6 +732,155 @@ INSTRUCTIONS: Final = (
     " (and the prompt memory_snapshot) is the memory this session started with.")
 
 
+# ---------------------------------------------------------------- the write tools
+
+# Each write tool is one row below; its planner, asker and tool function are made from it.
+# The SDK reads a tool's and a resolver's parameters with ``inspect.signature`` and
+# ``typing.get_type_hints``, so the generated functions carry a real signature and real
+# annotations (this module's own annotations are strings), and a name of their own: the
+# tool's name titles its input schema, and a resolver's ``module:qualname`` keys its
+# question in an input-required round trip.
+
+_POS: Final = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_REQUIRED: Final = inspect.Parameter.empty
+
+Input = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument the model passes: its schema comes from ``annotation`` (a real type,
+    ``Annotated`` with a pydantic ``Field``) and ``default``."""
+
+    name: str
+    annotation: Any
+    default: Any = _REQUIRED
+
+
+@dataclass(frozen=True)
+class WriteTool:
+    """One write tool: the Provider method it calls (also the result's ``action``), what
+    the model passes and how that becomes the protocol input, and how it is listed."""
+
+    method: str
+    args: tuple[Arg, ...]
+    to_input: Input
+    title: str
+    description: str
+    annotations: ToolAnnotations
+    result: type[BaseModel]
+
+    @property
+    def name(self) -> str:
+        return f"memory_{self.method}"
+
+
+def _layer(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {"track": args["track"], "scope": args["scope"]}
+
+
+def _new_entry(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A layer, the new text (labelled as the memory tool's) and its tags when given."""
+    inp = {**_layer(args), "text": args["text"], "source": TOOL_SOURCE}
+    if args["tags"] is not None:
+        inp["tags"] = args["tags"]
+    return inp
+
+
+def _and(base: Input, key: str) -> Input:
+    """``base`` plus the argument ``key`` as it is."""
+    return lambda args: {**base(args), key: args[key]}
+
+
+def _writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """A write tool: changes the store (closed world: one local repository)."""
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
+
+
+_TRACK: Final = Arg("track", TrackArg, "user")
+_SCOPE: Final = Arg("scope", ScopeArg, "workspace")
+_TAGS: Final = Arg("tags", TagsArg, None)
+
+WRITE_TOOLS: Final = (
+    WriteTool(
+        "add",
+        (Arg("text", Annotated[str, Field(description="the fact, one self-contained statement")]),
+         _TRACK, _SCOPE, _TAGS),
+        _new_entry, "Save to memory", ADD_DOC,
+        _writes(destructive=False, idempotent=False), AddResult),
+    WriteTool(
+        "replace",
+        (Arg("match", MatchArg),
+         Arg("text", Annotated[str, Field(description="the complete new text of that entry")]),
+         _TRACK, _SCOPE,
+         Arg("tags", Annotated[list[str] | None, Field(
+             description=_TAGS_DOC + "; omit to keep the entry's tags, [] to clear them")],
+             None)),
+        _and(_new_entry, "match"), "Rewrite a memory entry", REPLACE_DOC,
+        _writes(destructive=True, idempotent=False), ReplaceResult),
+    WriteTool(
+        "remove",
+        (Arg("match", MatchArg), _TRACK, _SCOPE),
+        _and(_layer, "match"), "Remove a memory entry", REMOVE_DOC,
+        _writes(destructive=True, idempotent=True), RemoveResult),
+    WriteTool(
+        "consolidate",
+        (Arg("matches", Annotated[list[str], Field(
+            min_length=1, max_length=20,
+            description="1 to 20 substrings, each matching exactly one entry to merge (" +
+                        _MATCH_DOC + ")")]),
+         Arg("text", Annotated[str, Field(
+             description="the one new entry that replaces them all")]),
+         _TRACK, _SCOPE, _TAGS),
+        _and(_new_entry, "matches"), "Merge memory entries", CONSOLIDATE_DOC,
+        _writes(destructive=True, idempotent=False), ConsolidateResult),
+)
+
+
+def _typed(fn: Callable[..., Any], name: str, params: list[inspect.Parameter],
+           returns: Any) -> Callable[..., Any]:
+    """Give a generated function its name, signature and (real) annotations."""
+    fn.__name__ = fn.__qualname__ = name
+    fn.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    fn.__annotations__ = {**{p.name: p.annotation for p in params}, "return": returns}
+    return fn
+
+
+def tool_function(tool: WriteTool) -> Callable[..., Any]:
+    """The tool function for one row, with its two resolvers: the planner takes the tool's
+    arguments by name (and the session), the asker depends on the planner, and the tool
+    body on both."""
+    ctx = inspect.Parameter("ctx", _POS, annotation=Context[Any, Any])
+
+    async def planner(ctx: Context[Any, Any], session: Session, **args: Any) -> Plan:
+        return await _plan(ctx, session, tool.method, tool.to_input(args))
+
+    _typed(planner, f"_plan_{tool.method}",
+           [ctx, inspect.Parameter("session", _POS, annotation=Annotated[Session,
+                                                                         Resolve(_session)]),
+            *(inspect.Parameter(a.name, _POS, annotation=a.annotation) for a in tool.args)],
+           Plan)
+
+    async def asker(ctx: Context[Any, Any], plan: Plan) -> Elicit[Approval] | None:
+        return _ask(ctx, plan)
+
+    planned = inspect.Parameter("plan", _POS, annotation=Annotated[Plan, Resolve(planner)])
+    _typed(asker, f"_ask_{tool.method}", [ctx, planned], Elicit[Approval] | None)
+
+    async def body(ctx: Context[Any, Any], plan: Plan, answer: ElicitationResult[Approval],
+                   **args: Any) -> CallToolResult:
+        return await _write(ctx, tool.method, tool.to_input(args), plan, answer)
+
+    return _typed(body, tool.name,
+                  [ctx, planned,
+                   inspect.Parameter("answer", _POS, annotation=Annotated[
+                       ElicitationResult[Approval], Resolve(asker)]),
+                   *(inspect.Parameter(a.name, _POS, annotation=a.annotation, default=a.default)
+                     for a in tool.args)],
+                  Annotated[CallToolResult, tool.result])
+
+
 # ---------------------------------------------------------------- the server
 
 
@@ -920,12 +944,6 @@ class _Middleware:
         return result
 
 
-def _writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
-    """A write tool: changes the store (closed world: one local repository)."""
-    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=False)
-
-
 def build_server(memory: MemoryService) -> FilememServer:
     """The MCP server with its six tools, the snapshot resource and prompt.
 
@@ -933,17 +951,9 @@ def build_server(memory: MemoryService) -> FilememServer:
     per tool (query and budgets are read-only, remove and consolidate destructive), and
     each tool's schema can then require exactly the arguments its action needs."""
     server = FilememServer(memory)
-    server.add_tool(memory_add, name="memory_add", title="Save to memory", description=ADD_DOC,
-                    annotations=_writes(destructive=False, idempotent=False))
-    server.add_tool(memory_replace, name="memory_replace", title="Rewrite a memory entry",
-                    description=REPLACE_DOC, annotations=_writes(destructive=True,
-                                                                 idempotent=False))
-    server.add_tool(memory_remove, name="memory_remove", title="Remove a memory entry",
-                    description=REMOVE_DOC, annotations=_writes(destructive=True,
-                                                                idempotent=True))
-    server.add_tool(memory_consolidate, name="memory_consolidate",
-                    title="Merge memory entries", description=CONSOLIDATE_DOC,
-                    annotations=_writes(destructive=True, idempotent=False))
+    for tool in WRITE_TOOLS:
+        server.add_tool(tool_function(tool), name=tool.name, title=tool.title,
+                        description=tool.description, annotations=tool.annotations)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.add_tool(memory_query, name="memory_query", title="Search memory",
                     description=QUERY_DOC, annotations=reads)
