@@ -89,7 +89,7 @@ def test_bridge_reports_busy_as_a_store_error(store_path: Path) -> None:
 
 
 def test_mcp_tool_error_for_a_busy_store() -> None:
-    from filemem.mcp_server import _failure
+    from filemem.mcp.results import failure as _failure
 
     result = _failure("add", errors.StoreBusy("the store is busy: test"))
     assert result.is_error

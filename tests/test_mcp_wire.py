@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import filemem
-from filemem.mcp_server import root_path
+from filemem.mcp.sessions import root_path
 
 
 def _message(stdin: Any, message: dict[str, Any]) -> None:

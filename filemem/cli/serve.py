@@ -60,7 +60,7 @@ def mcp_command(workspace: str | None, agent: str | None, http_port: int | None,
     """Serve the memory to an agent as an MCP server (stdio by default). Under the ask
     policy every write is shown to the person in the client (MCP elicitation); a client
     that cannot ask stages it for `filemem pending`. The store is created if missing."""
-    from ..mcp_server import run
+    from ..mcp.server import run
 
     # the store opens on the first call, after `initialize` is answered: a store that cannot
     # be opened is reported to the model as a tool error, not as a server that will not start

@@ -1,0 +1,167 @@
+"""What the tools answer: structured results (with the models their output schemas come
+from) and tool errors a model can branch on - the protocol code, the details, and a hint."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from .. import errors
+
+log = logging.getLogger("filemem.mcp")
+
+Track = Literal["user", "agent"]
+Scope = Literal["user-global", "workspace"]
+
+
+_HINTS: Final = {
+    errors.BUDGET_EXCEEDED: "The layer is full. Free room with memory_consolidate (merge related "
+                            "entries into one shorter text) or memory_remove (drop stale ones) in "
+                            "the same track/scope, then retry this write.",
+    errors.AMBIGUOUS_MATCH: "Several entries contain the match (see details.sample). Retry with a "
+                            "longer substring that occurs in exactly one entry.",
+    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. Run "
+                            "memory_query to find the exact text and its track/scope.",
+    errors.INVALID_INPUT: "Fix the arguments as the message says and retry.",
+    errors.STORE_CORRUPT: "The memory store needs repair; tell the user (`filemem status`). "
+                          "Do not retry.",
+    errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
+    errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
+    errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
+    errors.STORE_BUSY: "Another program is using the memory store right now. Retry in a "
+                       "little while; nothing was written.",
+}
+_DENIED_HINTS: Final = {
+    "rejected": "The user declined this write. Do not retry it unless they ask you to.",
+    "cancelled": "The user dismissed the approval prompt. Ask them in the conversation before "
+                 "trying again.",
+    "pending": "Nobody could be asked here, so the write waits for the user's review "
+               "(`filemem pending`). It is not in memory; do not retry it.",
+    "unavailable": "Nobody could approve the write; it is not in memory.",
+}
+
+
+def _hint(code: str, details: Mapping[str, Any]) -> str | None:
+    if code == errors.WRITE_DENIED:
+        return _DENIED_HINTS.get(str(details.get("outcome")),
+                                 "The write was not approved; nothing was written.")
+    return _HINTS.get(code)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def ok_result(structured: dict[str, Any]) -> CallToolResult:
+    """JSON in structuredContent, the same JSON as text for clients that read only text."""
+    return CallToolResult(content=[TextContent(type="text", text=_json(structured))],
+                          structured_content=structured)
+
+
+def error_result(action: str, code: str, message: str,
+                 details: Mapping[str, Any] | None = None) -> CallToolResult:
+    """A tool error (isError) a model can branch on: the protocol code, the details, and
+    what to do next."""
+    error: dict[str, Any] = {"code": code, "message": message, "details": dict(details or {})}
+    hint = _hint(code, error["details"])
+    if hint:
+        error["hint"] = hint
+    structured = {"action": action, "ok": False, "error": error}
+    return CallToolResult(content=[TextContent(type="text", text=_json(structured))],
+                          structured_content=structured, is_error=True)
+
+
+def failure(action: str, exc: BaseException) -> CallToolResult:
+    if isinstance(exc, errors.FilememError):
+        return error_result(action, exc.code, exc.message, exc.details)
+    if isinstance(exc, (FileExistsError, PermissionError)):
+        return error_result(action, errors.NO_STORE, str(exc))
+    log.error("filemem mcp: memory_%s failed", action, exc_info=exc)
+    return error_result(action, "INTERNAL_ERROR", f"memory {action} failed: {exc}")
+
+
+def entry_out(e: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference memory tool's projection of an entry."""
+    return {k: e[k] for k in ("id", "track", "scope", "text", "source", "tags")}
+
+
+class EntryOut(BaseModel):
+    id: str
+    track: Track
+    scope: Scope
+    text: str
+    source: str
+    tags: list[str]
+
+
+class UsageOut(BaseModel):
+    track: Track
+    scope: Scope
+    used: int
+    limit: int
+
+
+class PreviousOut(BaseModel):
+    id: str
+    text: str
+
+
+class AddResult(BaseModel):
+    action: Literal["add"]
+    ok: bool
+    entry: EntryOut
+    usage: UsageOut
+
+
+class ReplaceResult(BaseModel):
+    action: Literal["replace"]
+    ok: bool
+    entry: EntryOut
+    previous: PreviousOut
+    usage: UsageOut
+
+
+class RemoveResult(BaseModel):
+    action: Literal["remove"]
+    ok: bool
+    entry: EntryOut
+    usage: UsageOut
+
+
+class ConsolidateResult(BaseModel):
+    action: Literal["consolidate"]
+    ok: bool
+    entry: EntryOut
+    removed: list[PreviousOut]
+    usage: UsageOut
+
+
+class QueryResult(BaseModel):
+    action: Literal["query"]
+    ok: bool
+    entries: list[EntryOut]
+    total: int
+    truncated: bool
+
+
+class BudgetsResult(BaseModel):
+    action: Literal["budgets"]
+    ok: bool
+    budgets: list[UsageOut]
+
+
+def shape(action: str, result: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"action": action, "ok": True, "entry": entry_out(result["entry"])}
+    if action == "replace":
+        out["previous"] = {"id": result["previous"]["id"], "text": result["previous"]["text"]}
+    if action == "consolidate":
+        out["removed"] = [{"id": r["id"], "text": r["text"]} for r in result["removed"]]
+    out["usage"] = result["usage"]
+    return out
+
+
