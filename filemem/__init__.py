@@ -14,7 +14,7 @@ file per entry, one commit per approved write. ::
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalRequest, Decision, Gate
 from .config import Config
@@ -31,6 +31,9 @@ from .location import default_store_path, resolve_store_path
 from .model import PROTOCOL, Entry
 from .provider import Provider, write_context
 from .store import Store
+
+if TYPE_CHECKING:
+    from .owner import Owner
 
 __version__ = "0.1.0"
 
@@ -68,6 +71,23 @@ def init_store(path: str | os.PathLike[str] | None = None) -> Provider:
     return Provider(Store.create(resolve_store_path(path)))
 
 
+def open_owner(path: str | os.PathLike[str] | None = None, *, validate: bool = False) -> Owner:
+    """The owner's side of the store at ``path`` (see :class:`filemem.owner.Owner`): pending
+    approvals, hand edits, history, sync, watch. Opened even with invalid files at HEAD
+    unless ``validate=True``, since these are the tools that repair them."""
+    from .owner import Owner
+
+    return Owner(open_store(path, validate=validate))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Owner":  # imported on first use: an agent's reads never load the owner side
+        from .owner import Owner
+
+        return Owner
+    raise AttributeError(f"module 'filemem' has no attribute {name!r}")
+
+
 __all__ = [
     "CODES",
     "PROTOCOL",
@@ -76,15 +96,16 @@ __all__ = [
     "Entry",
     "FilememError",
     "Gate",
+    "Owner",
     "ProtocolError",
     "Provider",
-    "Store",
     "StoreBusy",
     "StoreExists",
     "StoreNotFound",
     "SyncError",
     "default_store_path",
     "init_store",
+    "open_owner",
     "open_store",
     "write_context",
 ]

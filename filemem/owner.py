@@ -1,19 +1,34 @@
-"""The owner's powers over pending approvals: list, approve, reject.
+"""The owner's side of a store, behind one facade: :class:`Owner`.
 
-These exist only for the owner (the ``filemem`` CLI and the owner's own Python programs):
-no agent tool, MCP tool or bridge method reaches them.
+Pending approvals (list, approve, reject), hand edits (status, diff, adopt, discard),
+history (log, verify), remotes and sync, and watching. These exist only for the owner (the
+``filemem`` CLI and the owner's own Python programs): no agent tool, MCP tool or bridge
+method reaches them. Surfaces use this class and the Provider, never the store beneath. ::
+
+    import filemem
+
+    with filemem.open_owner("~/memory") as owner:
+        for change in owner.status():
+            print(change.kind, change.path)
+        owner.adopt()
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import handedits, history, sync, watch, worktree
 from .approval import ApprovalRequest
 from .auditlog import row
+from .handedits import Change
+from .history import Report
 from .model import DEFAULT_SOURCE
 from .pending import Record
 from .provider import Provider
 from .session import writer_of
+from .sync import Progress, Remote, SyncResult, normalize_url
 
 
 class OwnerApproval:
@@ -26,12 +41,12 @@ class OwnerApproval:
         return "allowed-once"
 
 
-def pending(provider: Provider) -> list[Record]:
+def _pending(provider: Provider) -> list[Record]:
     """Every pending approval, oldest first, with its full payload."""
     return provider.store.pending.list()
 
 
-def approve(provider: Provider, pending_id: str) -> dict[str, Any]:
+def _approve(provider: Provider, pending_id: str) -> dict[str, Any]:
     """Run a pending write through the full pipeline again and commit it.
 
     PROPOSAL_NOT_FOUND for an id that is not pending. If the write fails (its target
@@ -49,7 +64,7 @@ def approve(provider: Provider, pending_id: str) -> dict[str, Any]:
     return {"id": record["id"], "result": result}
 
 
-def reject(provider: Provider, pending_id: str, reason: str | None = None) -> Record:
+def _reject(provider: Provider, pending_id: str, reason: str | None = None) -> Record:
     """Drop a pending write; leaves an ``<action>-denied`` audit row saying the owner
     rejected it."""
     store = provider.store.pending
@@ -73,4 +88,118 @@ def reject(provider: Provider, pending_id: str, reason: str | None = None) -> Re
     return record
 
 
-__all__ = ["OwnerApproval", "approve", "pending", "reject"]
+class Owner:
+    """Everything the owner may do with one store, over its :class:`Provider`."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self._store = provider.store
+
+    @property
+    def path(self) -> str:
+        return self.provider.path
+
+    def close(self) -> None:
+        self.provider.close()
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ pending approvals
+
+    def pending(self) -> list[Record]:
+        """Every pending approval, oldest first, with its full payload."""
+        return _pending(self.provider)
+
+    def approve(self, pending_id: str) -> dict[str, Any]:
+        """Run a pending write through the full pipeline again and commit it."""
+        return _approve(self.provider, pending_id)
+
+    def reject(self, pending_id: str, reason: str | None = None) -> Record:
+        """Drop a pending write, leaving an ``<action>-denied`` audit row."""
+        return _reject(self.provider, pending_id, reason)
+
+    # ------------------------------------------------------------ hand edits
+
+    def status(self, *, budget_check: bool = True) -> list[Change]:
+        """Uncommitted changes in the working tree, each with why it cannot be adopted."""
+        return handedits.status(self._store, budget_check=budget_check)
+
+    def changes(self, paths: Iterable[str] | None = None, *,
+                budget_check: bool = True) -> list[Change]:
+        """The changes at ``paths`` (default: all); budgets checked for exactly those."""
+        picked = handedits.select(handedits.status(self._store, budget_check=False),
+                                  self._store.root, paths)
+        if budget_check:
+            handedits.check_budgets(self._store, picked)
+        return picked
+
+    def diff(self, change: Change) -> str:
+        """A unified diff of one change against HEAD, as git shows it."""
+        state = self._store.state()
+        git = self._store.git
+        head_blob = state.blobs.get(change.path) if change.is_entry else \
+            git.blob_at(state.tree, change.path)
+        before = git.read_blob(head_blob).decode("utf-8", "replace") if head_blob else ""
+        after = worktree.read(self._store.root, change.path)
+        after_text = after.decode("utf-8", "replace") if after is not None else ""
+        lines = difflib.unified_diff(
+            before.splitlines(keepends=True), after_text.splitlines(keepends=True),
+            fromfile=f"a/{change.path}" if head_blob else "/dev/null",
+            tofile=f"b/{change.path}" if after is not None else "/dev/null")
+        # like git: a last line without a newline is marked, not glued to the next one
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in lines)
+
+    def adopt(self, paths: Iterable[str] | None = None) -> list[Change]:
+        """Commit the hand edits at ``paths`` (default: all) as one commit."""
+        return handedits.adopt(self._store, paths)
+
+    def discard(self, paths: Iterable[str] | None = None) -> list[Change]:
+        """Put the files at ``paths`` (default: all) back as committed."""
+        return handedits.discard(self._store, paths)
+
+    # ------------------------------------------------------------ history
+
+    def log(self, entry_id: str | None = None, limit: int | None = None
+            ) -> list[dict[str, Any]]:
+        return history.log(self._store, entry_id, limit)
+
+    def commit_count(self) -> int:
+        """How many commits ``verify`` replays (for a progress bar)."""
+        return len(history.commits_oldest_first(self._store))
+
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
+        return history.verify(self._store, progress)
+
+    # ------------------------------------------------------------ remotes and sync
+
+    def remotes(self) -> list[Remote]:
+        return sync.remotes(self._store.git)
+
+    def add_remote(self, name: str, url: str) -> Remote:
+        return sync.add_remote(self._store, name, url)
+
+    def remove_remote(self, name: str) -> Remote:
+        return sync.remove_remote(self._store, name)
+
+    def sync(self, name: str | None = None, *, progress: Progress | None = None) -> SyncResult:
+        return sync.sync(self._store, name, progress=progress)
+
+    # ------------------------------------------------------------ watching
+
+    def watcher(self, emit: Callable[[watch.Event], None]) -> watch.Watcher:
+        """A watcher reporting hand edits and HEAD moving to ``emit`` (call ``start``)."""
+        return watch.Watcher(self._store, emit)
+
+
+def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
+    """Make a new store at ``path`` from the store published at ``url``; returns its path."""
+    return sync.clone(url, path, progress=progress)
+
+
+__all__ = ["Change", "Owner", "OwnerApproval", "Remote", "Report", "SyncResult", "clone",
+           "normalize_url"]

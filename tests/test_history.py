@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem import codec, history, owner
+from filemem import codec, history
 from filemem.auditlog import commit_message, next_seq, row
 from filemem.layout import entry_path
 from filemem.model import Entry, iso_ms, new_id
+from filemem.owner import Owner
 from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 
 UG = {"track": "user", "scope": "user-global"}
@@ -190,8 +191,8 @@ def test_verify_a_history_of_every_kind_of_write(make_provider: MakeProvider,
         with pytest.raises(filemem.ProtocolError) as info:
             asker.add({**UG, "text": text}, ctx())
         pending.append(info.value.details["pendingId"])
-    owner.approve(asker, pending[0])
-    owner.reject(asker, pending[1], "no")
+    Owner(asker).approve(pending[0])
+    Owner(asker).reject(pending[1], "no")
     # failed after approval: the budget filled up while the person was being asked
     used = auto.budgets()[0]["used"]
     small = {"user": {"userGlobal": used + 100}}  # room for one of the two, not both

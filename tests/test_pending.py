@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem import owner
+from filemem.owner import Owner
 from tests.conftest import BIG, assert_clean_repo, ctx, git, run_cli
 
 UG = {"track": "user", "scope": "user-global"}
@@ -56,7 +56,7 @@ def test_ask_with_nobody_to_ask_stages_every_kind_of_write(make_provider: MakePr
         staged(lambda: p.seed([{**UG, "text": "s1"}, {**AW, "text": "s2"}], ctx())),
     ]
     assert texts(p) == before  # nothing written
-    records = owner.pending(p)
+    records = Owner(p).pending()
     assert [r["id"] for r in records] == ids
     assert [r["payload"]["action"] for r in records] == [
         "add", "replace", "remove", "consolidate", "seed"]
@@ -88,7 +88,7 @@ def test_a_transport_that_cannot_ask_stages_too(make_provider: MakeProvider) -> 
     staged(lambda: p.add({**UG, "text": "first"}, ctx()))
     q = make_provider(write_policy="ask", gate=broken)
     staged(lambda: q.add({**UG, "text": "second"}, ctx()))
-    assert [r["payload"]["text"] for r in owner.pending(q)] == ["first", "second"]
+    assert [r["payload"]["text"] for r in Owner(q).pending()] == ["first", "second"]
 
 
 @pytest.mark.parametrize("answer", ["rejected", "cancelled"])
@@ -97,7 +97,7 @@ def test_a_person_saying_no_is_not_staged(make_provider: MakeProvider, answer: s
     with pytest.raises(filemem.ProtocolError) as info:
         p.add({**UG, "text": "no thanks"}, ctx())
     assert info.value.details == {"outcome": answer}
-    assert owner.pending(p) == []
+    assert Owner(p).pending() == []
     assert p.audit_list(1)[0]["action"] == "add-denied"
 
 
@@ -106,14 +106,14 @@ def test_policy_off_is_not_staged(make_provider: MakeProvider) -> None:
     with pytest.raises(filemem.ProtocolError) as info:
         p.add({**UG, "text": "never"}, ctx())
     assert info.value.details == {"outcome": "rejected"}
-    assert owner.pending(p) == []
+    assert Owner(p).pending() == []
 
 
 def test_approve_runs_the_write_and_labels_who_approved(make_provider: MakeProvider,
                                                        store_path: Path) -> None:
     p = make_provider(write_policy="ask")
     pid = staged(lambda: p.add({**UG, "text": "likes coffee", "tags": ["drinks"]}, ctx("s9")))
-    out = owner.approve(p, pid[:6])  # a unique prefix is enough
+    out = Owner(p).approve(pid[:6])  # a unique prefix is enough
     entry = out["result"]["entry"]
     assert out["id"] == pid
     assert (entry["text"], entry["tags"], entry["sessionId"]) == ("likes coffee", ["drinks"], "s9")
@@ -122,10 +122,10 @@ def test_approve_runs_the_write_and_labels_who_approved(make_provider: MakeProvi
     assert row["action"] == "add" and row["entryId"] == entry["id"]
     assert row["outcome"] == ("allowed-once (via approval, writePolicy ask; answered by the "
                               f"owner's `filemem approve` of pending {pid})")
-    assert owner.pending(p) == []
+    assert Owner(p).pending() == []
     assert_clean_repo(store_path)
     with pytest.raises(filemem.ProtocolError) as info:
-        owner.approve(p, pid)
+        Owner(p).approve(pid)
     assert info.value.code == "PROPOSAL_NOT_FOUND" and info.value.details == {"id": pid}
 
 
@@ -142,7 +142,7 @@ def test_approve_replays_replace_remove_consolidate_and_seed(make_provider: Make
                                         ctx())),
            staged(lambda: p.seed([{**UG, "text": "s1"}, {**AW, "text": "s2"}], ctx()))]
     for pid in ids:
-        owner.approve(p, pid)
+        Owner(p).approve(pid)
     assert sorted(texts(p)) == ["likes green tea", "s1", "s2", "whole"]
     assert [e["version"] for e in p.list_entries() if e["text"] == "likes green tea"] == [2]
 
@@ -156,13 +156,13 @@ def test_approve_refuses_when_the_target_changed_since_staging(make_provider: Ma
     auto.replace({**UG, "match": "tea", "text": "likes black tea"}, ctx())  # meanwhile
     before = head(store_path)
     with pytest.raises(filemem.ProtocolError) as info:
-        owner.approve(p, pid)
+        Owner(p).approve(pid)
     assert info.value.code == "ENTRY_NOT_FOUND"
     assert "changed since it was staged" in info.value.message
     assert head(store_path) == before and texts(p) == ["likes black tea"]
-    assert [r["id"] for r in owner.pending(p)] == [pid]  # still pending: the owner decides
-    owner.reject(p, pid, "stale")
-    assert owner.pending(p) == []
+    assert [r["id"] for r in Owner(p).pending()] == [pid]  # still pending: the owner decides
+    Owner(p).reject(pid, "stale")
+    assert Owner(p).pending() == []
 
 
 def test_approve_rechecks_the_budget(make_provider: MakeProvider) -> None:
@@ -171,25 +171,25 @@ def test_approve_rechecks_the_budget(make_provider: MakeProvider) -> None:
     pid = staged(lambda: p.add({**UG, "text": "0123456789"}, ctx()))
     make_provider(write_policy="auto", budgets=small).add({**UG, "text": "abcdefghijkl"}, ctx())
     with pytest.raises(filemem.ProtocolError) as info:
-        owner.approve(p, pid)
+        Owner(p).approve(pid)
     assert info.value.code == "BUDGET_EXCEEDED"
     assert info.value.details["needed"] == 22
-    assert [r["id"] for r in owner.pending(p)] == [pid]
+    assert [r["id"] for r in Owner(p).pending()] == [pid]
 
 
 def test_reject_drops_it_and_leaves_a_row(make_provider: MakeProvider, store_path: Path) -> None:
     p = make_provider(write_policy="ask")
     pid = staged(lambda: p.add({**UG, "text": "maybe not"}, ctx("s3")))
-    record = owner.reject(p, pid, reason="duplicate")
+    record = Owner(p).reject(pid, reason="duplicate")
     assert record["id"] == pid
-    assert owner.pending(p) == [] and texts(p) == []
+    assert Owner(p).pending() == [] and texts(p) == []
     row = p.audit_list(1)[0]
     assert (row["action"], row["text"], row["sessionId"]) == ("add-denied", "maybe not", "s3")
     assert row["outcome"] == f"rejected (via the owner's `filemem reject` of pending {pid}: " \
                              "duplicate)"
     assert_clean_repo(store_path)
     with pytest.raises(filemem.ProtocolError) as info:
-        owner.reject(p, pid)
+        Owner(p).reject(pid)
     assert info.value.code == "PROPOSAL_NOT_FOUND"
 
 
@@ -197,11 +197,11 @@ def test_reject_drops_it_and_leaves_a_row(make_provider: MakeProvider, store_pat
 def test_unknown_ids_are_proposal_not_found(make_provider: MakeProvider, bad: str) -> None:
     p = make_provider(write_policy="ask")
     staged(lambda: p.add({**UG, "text": "x"}, ctx()))
-    for fn in (owner.approve, owner.reject):
+    for fn in (Owner(p).approve, Owner(p).reject):
         with pytest.raises(filemem.ProtocolError) as info:
-            fn(p, bad)
+            fn(bad)
         assert info.value.code == "PROPOSAL_NOT_FOUND"
-    assert len(owner.pending(p)) == 1
+    assert len(Owner(p).pending()) == 1
 
 
 def test_two_owners_approving_at_once_write_once(make_provider: MakeProvider) -> None:
@@ -211,7 +211,7 @@ def test_two_owners_approving_at_once_write_once(make_provider: MakeProvider) ->
 
     def go() -> None:
         try:
-            owner.approve(make_provider(write_policy="ask", budgets=BIG), pid)
+            Owner(make_provider(write_policy="ask", budgets=BIG)).approve(pid)
             results.append("ok")
         except filemem.ProtocolError as exc:
             results.append(exc.code)

@@ -45,14 +45,13 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
     import filemem
 
     from ..location import resolve_store_path
-    from ..store import Store
 
     root = resolve_store_path(path or store_path)
     created = False
     if os.path.isdir(os.path.join(root, ".git")):
         store = filemem.open_store(root)
     else:
-        store = filemem.Provider(Store.create(root))
+        store = filemem.init_store(root)
         created = True
     store.close()
     if as_json:

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from .. import owner
 from ..model import iso_ms
+from ..owner import Owner
 from .app import main
-from .common import command, emit_json, json_option, one_line, open_store, store_option
+from .common import command, emit_json, json_option, one_line, open_owner, store_option
 
 
 def _show(record: dict[str, Any]) -> str:
@@ -29,8 +29,8 @@ def _show(record: dict[str, Any]) -> str:
 @command
 def pending_(store_path: str | None, as_json: bool) -> None:
     """List writes waiting for your approval, with everything they would write."""
-    with open_store(store_path) as store:
-        records = owner.pending(store)
+    with open_owner(store_path) as owner:
+        records = owner.pending()
     if as_json:
         emit_json(records)
         return
@@ -40,9 +40,9 @@ def pending_(store_path: str | None, as_json: bool) -> None:
         click.echo(_show(r))
 
 
-def _ids(store: Any, ids: tuple[str, ...], everything: bool) -> list[str]:
+def _ids(owner: Owner, ids: tuple[str, ...], everything: bool) -> list[str]:
     if everything:
-        return [r["id"] for r in owner.pending(store)]
+        return [r["id"] for r in owner.pending()]
     if not ids:
         raise click.UsageError("give pending ids (see `filemem pending`) or --all")
     return list(ids)
@@ -59,9 +59,9 @@ def approve(ids: tuple[str, ...], everything: bool, store_path: str | None,
     """Approve pending writes (by id or unique id prefix): each runs the full write
     pipeline again and is committed, unless its target changed since it was staged."""
     done = []
-    with open_store(store_path) as store:
-        for pid in _ids(store, ids, everything):
-            result = owner.approve(store, pid)
+    with open_owner(store_path) as owner:
+        for pid in _ids(owner, ids, everything):
+            result = owner.approve(pid)
             done.append(result)
             if not as_json:
                 click.echo(f"Approved {result['id']}.")
@@ -82,9 +82,9 @@ def reject(ids: tuple[str, ...], everything: bool, reason: str | None, store_pat
            as_json: bool) -> None:
     """Reject pending writes: they are dropped and the audit records the rejection."""
     done = []
-    with open_store(store_path) as store:
-        for pid in _ids(store, ids, everything):
-            record = owner.reject(store, pid, reason)
+    with open_owner(store_path) as owner:
+        for pid in _ids(owner, ids, everything):
+            record = owner.reject(pid, reason)
             done.append(record["id"])
             if not as_json:
                 click.echo(f"Rejected {record['id']}: {one_line(record['payload']['text'], 60)}")
@@ -119,10 +119,8 @@ def _status_line(change: Any) -> str:
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
     added and deleted entries, and why a file could not be adopted."""
-    from .. import handedits
-
-    with open_store(store_path, validate=False) as store:
-        changes = handedits.status(store.store)
+    with open_owner(store_path) as owner:
+        changes = owner.status()
     if as_json:
         emit_json([c.to_json() for c in changes])
         return
@@ -134,25 +132,6 @@ def status(store_path: str | None, as_json: bool) -> None:
         click.echo(_status_line(c))
     click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
                "`filemem discard [PATH...]` puts files back as committed.")
-
-
-def _diff(store: Any, change: Any) -> str:
-    import difflib
-
-    from .. import worktree
-
-    head_blob = store.state().blobs.get(change.path) if change.is_entry else \
-        store.git.blob_at(store.state().tree, change.path)
-    before = store.git.read_blob(head_blob).decode("utf-8", "replace") if head_blob else ""
-    after = worktree.read(store.root, change.path)
-    after_text = after.decode("utf-8", "replace") if after is not None else ""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after_text.splitlines(keepends=True),
-        fromfile=f"a/{change.path}" if head_blob else "/dev/null",
-        tofile=f"b/{change.path}" if after is not None else "/dev/null")
-    # like git: a last line without a newline is marked, not glued to the next one
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -180,16 +159,12 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     """
     import sys
 
-    from .. import handedits
-
-    with open_store(store_path, validate=False) as store:
-        changes = handedits.select(handedits.status(store.store, budget_check=False),
-                                   store.path, paths or None)
-        handedits.check_budgets(store.store, changes)  # for what was picked, not everything
+    with open_owner(store_path) as owner:
+        changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
-                click.echo(_diff(store.store, c), nl=False, err=True)
+                click.echo(owner.diff(c), nl=False, err=True)
         if bad:
             if as_json:
                 emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
@@ -200,7 +175,7 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
         if not _confirm(f"Adopt {len(changes)} change(s)?", yes):
             click.echo("Nothing adopted.", err=True)
             sys.exit(3)
-        done = handedits.adopt(store.store, [c.path for c in changes])
+        done = owner.adopt([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
     else:
@@ -218,17 +193,15 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
     back as committed, and files you added are deleted. Asks first (default No)."""
     import sys
 
-    from .. import handedits
-
-    with open_store(store_path, validate=False) as store:
-        changes = handedits.select(handedits.status(store.store), store.path, paths or None)
+    with open_owner(store_path) as owner:
+        changes = owner.changes(paths or None)
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
         if not _confirm(f"Discard {len(changes)} change(s)? This cannot be undone", yes):
             click.echo("Nothing discarded.", err=True)
             sys.exit(3)
-        done = handedits.discard(store.store, [c.path for c in changes])
+        done = owner.discard([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
     else:
@@ -247,10 +220,8 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
 @command
 def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_json: bool) -> None:
     """Show the memory's history from git: who changed what, when, and who approved it."""
-    from .. import history
-
-    with open_store(store_path, validate=False) as store:
-        items = history.log(store.store, entry_id, limit)
+    with open_owner(store_path) as owner:
+        items = owner.log(entry_id, limit)
     if as_json:
         emit_json(items)
         return
@@ -275,10 +246,8 @@ def verify(store_path: str | None, as_json: bool) -> None:
     produce. Commits made outside filemem are reported, not failed. Exit 1 on a problem."""
     import sys
 
-    from .. import history
-
-    with open_store(store_path, validate=False) as store:
-        total = len(history.commits_oldest_first(store.store))
+    with open_owner(store_path) as owner:
+        total = owner.commit_count()
         show = not as_json and sys.stderr.isatty()
         with click.progressbar(length=total, label="Replaying history", file=sys.stderr,
                                hidden=not show) as bar:
@@ -288,7 +257,7 @@ def verify(store_path: str | None, as_json: bool) -> None:
                 bar.update(done - last[0])
                 last[0] = done
 
-            report = history.verify(store.store, progress)
+            report = owner.verify(progress)
     if as_json:
         emit_json(report.to_json())
     else:
@@ -318,8 +287,6 @@ def watch(store_path: str | None, as_json: bool) -> None:
     import json
     import signal
     import time
-
-    from .. import watch as watching
 
     def emit(event: dict[str, Any]) -> None:
         if as_json:
@@ -356,10 +323,10 @@ def watch(store_path: str | None, as_json: bool) -> None:
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with open_store(store_path, validate=False) as store:
-            watcher = watching.Watcher(store.store, emit)
+        with open_owner(store_path) as owner:
+            watcher = owner.watcher(emit)
             if not as_json:  # first: a signal may cut start() short
-                click.echo(f"Watching {store.path} (Ctrl-C to stop)", err=True)
+                click.echo(f"Watching {owner.path} (Ctrl-C to stop)", err=True)
             try:
                 watcher.start()
                 while not watcher.stopped.wait(1.0):  # timed: a signal gets in on any OS

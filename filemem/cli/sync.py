@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 import click
 
-from ..sync import Remote, SyncResult
+from ..owner import Remote, SyncResult
 from .app import main
 from .common import (
     command,
     emit_json,
     json_option,
+    open_owner,
     open_store,
     store_option,
     usage_line,
@@ -59,10 +60,8 @@ def remote() -> None:
 @command
 def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> None:
     """Add remote NAME at URL (a local path is stored as an absolute path)."""
-    from ..sync import add_remote
-
-    with open_store(store_path) as provider:
-        added = add_remote(provider.store, name, url)
+    with open_owner(store_path, validate=True) as owner:
+        added = owner.add_remote(name, url)
     if as_json:
         emit_json(added.to_json())
     else:
@@ -75,10 +74,8 @@ def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> No
 @command
 def remote_list(store_path: str | None, as_json: bool) -> None:
     """List the remotes."""
-    from ..sync import remotes
-
-    with open_store(store_path) as provider:
-        known: list[Remote] = remotes(provider.store.git)
+    with open_owner(store_path, validate=True) as owner:
+        known: list[Remote] = owner.remotes()
     if as_json:
         emit_json([r.to_json() for r in known])
         return
@@ -95,10 +92,8 @@ def remote_list(store_path: str | None, as_json: bool) -> None:
 @command
 def remote_remove(name: str, store_path: str | None, as_json: bool) -> None:
     """Forget remote NAME (the remote repository itself is not touched)."""
-    from ..sync import remove_remote
-
-    with open_store(store_path) as provider:
-        removed = remove_remote(provider.store, name)
+    with open_owner(store_path, validate=True) as owner:
+        removed = owner.remove_remote(name)
     if as_json:
         emit_json({"removed": removed.to_json()})
     else:
@@ -122,10 +117,8 @@ def sync_(name: str | None, store_path: str | None, as_json: bool) -> None:
     cut. A file with uncommitted hand edits that the sync would change stops it before
     anything changes (`filemem status`). Interrupted? Run it again.
     """
-    from ..sync import sync
-
-    with open_store(store_path) as provider:
-        result = sync(provider.store, name, progress=_progress())
+    with open_owner(store_path, validate=True) as owner:
+        result = owner.sync(name, progress=_progress())
     if as_json:
         emit_json(result.to_json())
         return
@@ -184,8 +177,8 @@ def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> 
     data dir). The remote is recorded as origin, so `filemem sync` works right away.
     """
     from ..location import resolve_store_path
-    from ..sync import clone as clone_store
-    from ..sync import normalize_url
+    from ..owner import clone as clone_store
+    from ..owner import normalize_url
 
     root = clone_store(url, resolve_store_path(path or store_path), progress=_progress())
     with open_store(root) as provider:
