@@ -1,9 +1,9 @@
 """The adapters filemem ships: pure converters between other tools' memory files and
 protocol entries (no file or network access, no model calls).
 
-Installed with the package as ``filemem._adapters``; :mod:`filemem.adapters` (the registry)
+Installed with the package as ``filemem._adapters``; :mod:`filemem.owner.adapters` (the registry)
 loads them from there, or from this folder in a source checkout. Third-party adapters do
-not go here: they register through the ``filemem.adapters`` entry-point group.
+not go here: they register through the ``filemem.owner.adapters`` entry-point group.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
-from filemem.codec import quote
+from filemem.files.codec import quote
 
 from ._common import (
     add_tag,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .approval import ApprovalRequest, Decision, Gate
-from .config import Config
-from .errors import (
+from filemem.approval import ApprovalRequest, Decision, Gate
+from filemem.config import Config
+from filemem.errors import (
     CODES,
     FilememError,
     ProtocolError,
@@ -27,13 +27,13 @@ from .errors import (
     StoreNotFound,
     SyncError,
 )
-from .location import default_store_path, resolve_store_path
-from .model import PROTOCOL, Entry
-from .provider import Provider, write_context
-from .store import Store
+from filemem.location import default_store_path, resolve_store_path
+from filemem.model import PROTOCOL, Entry
+from filemem.provider import Provider, write_context
+from filemem.store.core import Store
 
 if TYPE_CHECKING:
-    from .owner import Owner
+    from filemem.owner import Owner
 
 __version__ = "0.1.0"
 
@@ -75,14 +75,14 @@ def open_owner(path: str | os.PathLike[str] | None = None, *, validate: bool = F
     """The owner's side of the store at ``path`` (see :class:`filemem.owner.Owner`): pending
     approvals, hand edits, history, sync, watch. Opened even with invalid files at HEAD
     unless ``validate=True``, since these are the tools that repair them."""
-    from .owner import Owner
+    from filemem.owner import Owner
 
     return Owner(open_store(path, validate=validate))
 
 
 def __getattr__(name: str) -> Any:
     if name == "Owner":  # imported on first use: an agent's reads never load the owner side
-        from .owner import Owner
+        from filemem.owner import Owner
 
         return Owner
     raise AttributeError(f"module 'filemem' has no attribute {name!r}")

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .config import Config
-from .types import Payload
+from filemem.config import Config
+from filemem.types import Payload
 
 ALLOWED: Final = "allowed-once"
 OUTCOMES: Final = ("allowed-once", "rejected", "cancelled", "unavailable")

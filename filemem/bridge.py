@@ -19,11 +19,11 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any, Final
 
-from . import __version__, errors
-from .approval import ApprovalRequest
-from .model import PROTOCOL
-from .ops import OPERATIONS
-from .provider import Provider
+from filemem import __version__, errors
+from filemem.approval import ApprovalRequest
+from filemem.model import PROTOCOL
+from filemem.ops import OPERATIONS
+from filemem.provider import Provider
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

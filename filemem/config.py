@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from . import errors, yamlsafe
-from .jsstr import js_json
-from .model import LAYERS
+from filemem import errors, yamlsafe
+from filemem.jsstr import js_json
+from filemem.model import LAYERS
 
 CONFIG_NAME: Final = "filemem.yaml"
 CONFIG_MAX_BYTES: Final = 256 * 1024

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jsstr import js_json
+from filemem.jsstr import js_json
 
 INVALID_INPUT = "INVALID_INPUT"
 WRITE_REQUIRES_AGENT = "WRITE_REQUIRES_AGENT"

@@ -18,15 +18,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Final, TypeGuard
 
-from . import errors
-from .jsstr import (
-    ascii_lower,
-    js_json,
-    js_trim,
-    utf16_len,
-    utf16_prefix,
-)
-from .types import ProtocolEntry
+from filemem import errors
+from filemem.jsstr import ascii_lower, js_json, js_trim, utf16_len, utf16_prefix
+from filemem.types import ProtocolEntry
 
 PROTOCOL: Final = "dsh-memory-protocol/v1"
 TRACKS: Final = ("user", "agent")

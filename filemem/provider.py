@@ -18,17 +18,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from . import approval, budgets, envelope, errors, snapshot
-from . import query as query_mod
-from .approval import ApprovalRequest, Decision, Gate
-from .auditlog import row
-from .config import Config
-from .model import DEFAULT_SOURCE, Entry, now_ms, visible
-from .ops import Core, Operation, Prepared, operation
-from .ops.base import obj
-from .session import Writer, session_keys, write_context, writer_of
-from .store import State, Store, Transaction
-from .types import (
+from filemem import approval, errors
+from filemem.approval import ApprovalRequest, Decision, Gate
+from filemem.config import Config
+from filemem.model import DEFAULT_SOURCE, Entry, now_ms, visible
+from filemem.ops import Core, Operation, Prepared, operation
+from filemem.ops.base import obj
+from filemem.rules import budgets, envelope, snapshot
+from filemem.rules import query as query_mod
+from filemem.session import Writer, session_keys, write_context, writer_of
+from filemem.store.auditlog import row
+from filemem.store.core import State, Store, Transaction
+from filemem.types import (
     AddResult,
     AuditRow,
     ConsolidateResult,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors
-from .approval import Gate
-from .model import agent_key_of, check_unicode, workspace_key_of
+from filemem import errors
+from filemem.approval import Gate
+from filemem.model import agent_key_of, check_unicode, workspace_key_of
 
 
 @dataclass(frozen=True)

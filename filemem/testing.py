@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .approval import Gate
-from .provider import Provider
+from filemem.approval import Gate
+from filemem.provider import Provider
 
 
 def make_provider(store_path: str | os.PathLike[str], budgets: Any = None,

@@ -1,4 +1,4 @@
-"""filemem.atomic and every file it replaces: short writes are finished, a full disk never
+"""filemem.files.atomic and every file it replaces: short writes are finished, a full disk never
 leaves a torn file under the real name nor a temp file beside it, lock files are git's."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem import atomic, worktree
-from filemem.auditlog import Ledger
-from filemem.gitindex import GitIndex
-from filemem.gitrepo import GitRepo, PendingObjects
-from filemem.pending import PendingStore
-from filemem.recall import RecallCounters
+from filemem.files import atomic, worktree
+from filemem.files.gitindex import GitIndex
+from filemem.files.gitrepo import GitRepo, PendingObjects
+from filemem.store.auditlog import Ledger
+from filemem.store.pending import PendingStore
+from filemem.store.recall import RecallCounters
 from tests.conftest import ctx
 
 REAL_WRITE = os.write

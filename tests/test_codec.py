@@ -1,4 +1,5 @@
-"""Unit tests for filemem.codec: entry file format, byte-exact bodies, hand-made files, guards."""
+"""Unit tests for filemem.files.codec: entry file format, byte-exact bodies, hand-made files,
+guards."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from filemem import codec
-from filemem.codec import FIELDS, CodecError, decode, encode
+from filemem.files import codec
+from filemem.files.codec import FIELDS, CodecError, decode, encode
 from filemem.model import Entry
 
 UUID = "0f7c1b1e-4a5b-4c3d-9e8f-001122334455"

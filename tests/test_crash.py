@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import filemem
-from filemem.layout import key_dir
-from filemem.worktree import TMP_SUFFIX
+from filemem.files.layout import key_dir
+from filemem.files.worktree import TMP_SUFFIX
 from tests.conftest import BIG, ctx, git
 
 UG = {"track": "user", "scope": "user-global"}
@@ -73,19 +73,19 @@ while True:
 # A child that dies (exit 9, no clean-up of any kind) at one chosen point of a write.
 TARGETED = """
 import os, sys
-import filemem, filemem.worktree, filemem.gitrepo, filemem.gitindex
+import filemem, filemem.files.worktree, filemem.files.gitrepo, filemem.files.gitindex
 store, point, op = sys.argv[1], sys.argv[2], sys.argv[3]
 BIG = {t: {"userGlobal": 10**7, "workspace": 10**7} for t in ("user", "agent")}
 p = filemem.open_store(store, write_policy="auto", budgets=BIG)
 c = filemem.write_context(session_id="crash", cwd="/work/proj")
-real_write = filemem.worktree.write
+real_write = filemem.files.worktree.write
 calls = []
 
 def torn_write(root, path, data, *, new=False):
     calls.append(path)
     if len(calls) == 1:
         return real_write(root, path, data, new=new)  # the first file makes it
-    target = filemem.worktree.full_path(root, path)
+    target = filemem.files.worktree.full_path(root, path)
     if new:  # half of a new file, written in place
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as f:
@@ -99,7 +99,7 @@ def torn_write(root, path, data, *, new=False):
 def die(*args, **kwargs):
     os._exit(9)
 
-real_cas = filemem.gitrepo.GitRepo.cas_head
+real_cas = filemem.files.gitrepo.GitRepo.cas_head
 
 def die_before_cas(self, old, new, message):
     print(new, flush=True)  # the commit object that was written but never referenced
@@ -111,13 +111,13 @@ def torn_index(self, timeout=5.0):
     os._exit(9)
 
 if point == "worktree-write":
-    filemem.worktree.write = torn_write
+    filemem.files.worktree.write = torn_write
 elif point == "worktree-remove":
-    filemem.worktree.remove = die
+    filemem.files.worktree.remove = die
 elif point == "before-cas":
-    filemem.gitrepo.GitRepo.cas_head = die_before_cas
+    filemem.files.gitrepo.GitRepo.cas_head = die_before_cas
 elif point == "index-write":
-    filemem.gitindex.GitIndex.write = torn_index
+    filemem.files.gitindex.GitIndex.write = torn_index
 else:
     sys.exit("unknown point " + point)
 

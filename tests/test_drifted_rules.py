@@ -12,7 +12,7 @@ import pytest
 
 import filemem
 from filemem.bridge import PROTOCOL_ERROR, Bridge
-from filemem.gitrepo import GitRepo
+from filemem.files.gitrepo import GitRepo
 from tests.conftest import BIG, assert_clean_repo, ctx, git, run_cli
 
 UG = {"track": "user", "scope": "user-global"}

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import filemem
 from filemem import errors
-from filemem import store as store_mod
 from filemem.cli import main
+from filemem.store.core import core as store_mod
 from tests.conftest import ctx, run_cli
 
 UG = {"track": "user", "scope": "user-global"}

@@ -1,4 +1,4 @@
-"""filemem.gitindex against the real git CLI: what we parse and write is what git reads."""
+"""filemem.files.gitindex against the real git CLI: what we parse and write is what git reads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import filemem
-from filemem.gitindex import GitIndex, IndexUnsupported, hash_blob
+from filemem.files.gitindex import GitIndex, IndexUnsupported, hash_blob
 from tests.conftest import BIG, assert_clean_repo, ctx, git
 
 MakeProvider = Callable[..., filemem.Provider]

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem import codec, history
-from filemem.auditlog import commit_message, next_seq, row
-from filemem.layout import entry_path
+from filemem.files import codec
+from filemem.files.layout import entry_path
 from filemem.model import Entry, iso_ms, new_id
-from filemem.owner import Owner
+from filemem.owner import Owner, history
+from filemem.store.auditlog import commit_message, next_seq, row
 from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 
 UG = {"track": "user", "scope": "user-global"}

@@ -1,4 +1,4 @@
-"""Unit tests for filemem.layout: safe directory names and entry paths."""
+"""Unit tests for filemem.files.layout: safe directory names and entry paths."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from filemem import layout
-from filemem.layout import entry_path, id_from_path, is_entry_path, key_dir, path_problem
+from filemem.files import layout
+from filemem.files.layout import entry_path, id_from_path, is_entry_path, key_dir, path_problem
 from filemem.model import Entry
 
 UUID = "0f7c1b1e-4a5b-4c3d-9e8f-001122334455"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import filemem
 from filemem import errors
-from filemem.codec import decode, encode
+from filemem.files.codec import decode, encode
 from filemem.jsstr import js_trim, utf16_len
 from filemem.model import Entry
 from tests.conftest import assert_clean_repo, ctx, git

@@ -131,7 +131,7 @@ def test_total_counts_every_match_and_truncated_is_exact(provider: filemem.Provi
 def test_ties_are_broken_by_updated_at_then_id(provider: filemem.Provider) -> None:
     """Entries adopted together from hand-written files share one updatedAt (a seed gives
     its entries consecutive milliseconds), so only the id can order them."""
-    from filemem import handedits
+    from filemem.owner import handedits
 
     folder = Path(provider.path) / "user" / "user-global" / "_shared"
     folder.mkdir(parents=True)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem.layout import key_dir
+from filemem.files.layout import key_dir
 from tests.conftest import GIT, assert_clean_repo, ctx, git
 
 MakeProvider = Callable[..., filemem.Provider]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem import sync as fsync
-from filemem.gitrepo import PendingObjects
-from filemem.layout import entry_path
+from filemem.files.gitrepo import PendingObjects
+from filemem.files.layout import entry_path
+from filemem.owner import sync as fsync
 from tests.conftest import assert_clean_repo, ctx, git, run_cli
 
 UG = {"track": "user", "scope": "user-global"}
@@ -464,7 +464,7 @@ def test_a_killed_sync_leaves_both_sides_valid_and_the_next_one_finishes(
 TARGETED = """
 import os, sys
 import dulwich.refs
-import filemem, filemem.store, filemem.sync as S, filemem.worktree
+import filemem, filemem.store.core, filemem.owner.sync as S, filemem.files.worktree
 store, point, remote = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
 
 def die(*args, **kwargs):
@@ -473,15 +473,15 @@ def die(*args, **kwargs):
 if point == "after-fetch":
     S._integrate = die
 elif point == "after-the-commit":  # the branch moved; the working tree not yet
-    filemem.store.Transaction._mirror = die
+    filemem.store.core.Transaction._mirror = die
 elif point == "mid-working-tree":
-    real_write, calls = filemem.worktree.write, []
+    real_write, calls = filemem.files.worktree.write, []
     def write(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             os._exit(9)
         return real_write(*args, **kwargs)
-    filemem.worktree.write = write
+    filemem.files.worktree.write = write
 elif point == "before-push":
     S.push = die
 elif point == "mid-push":  # objects are in the remote, its branch has not moved

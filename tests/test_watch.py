@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem.watch import Watcher
+from filemem.owner.watch import Watcher
 from tests.conftest import (
     assert_clean_repo,
     ctx,
@@ -410,9 +410,9 @@ def test_stop_returns_while_a_scan_is_stuck_reporting(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """stop() holds no lock and waits for the worker only so long: a report that cannot
     be written (a full pipe) does not keep Ctrl-C from working."""
-    import filemem.watch
+    import filemem.owner.watch
 
-    monkeypatch.setattr(filemem.watch, "STOP_TIMEOUT", 0.5)
+    monkeypatch.setattr(filemem.owner.watch, "STOP_TIMEOUT", 0.5)
     p = make_provider()
     tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
     stuck, release = threading.Event(), threading.Event()

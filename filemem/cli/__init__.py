@@ -5,7 +5,7 @@ Each module holds one group of commands and registers it on :data:`main`.
 
 from __future__ import annotations
 
-from . import adapters, entries, owner, serve, sync  # noqa: F401  (registers the commands)
-from .app import main
+from filemem.cli import adapters, entries, owner, serve, sync  # noqa: F401  (registers the commands)
+from filemem.cli.app import main
 
 __all__ = ["main"]

@@ -16,10 +16,11 @@ from typing import Any, Final
 
 import click
 
-from .. import atomic, errors
-from ..adapters import ID_RE, default_registry
-from .app import main
-from .common import emit_json, json_option
+from filemem import errors
+from filemem.cli.app import main
+from filemem.cli.common import emit_json, json_option
+from filemem.files import atomic
+from filemem.owner.adapters import ID_RE, default_registry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -32,7 +33,7 @@ def adapters_command(as_json: bool) -> None:
     """List the memory adapters: Hermes, Claude Code, mem0 and any installed plugins.
 
     Use one with `filemem import --adapter ID PATH` or `filemem export --adapter ID`.
-    Plugins register through the `filemem.adapters` entry-point group.
+    Plugins register through the `filemem.owner.adapters` entry-point group.
     """
     registry = default_registry()
     rows = registry.list()
@@ -194,8 +195,8 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
                         as_json: bool) -> None:
     """Convert PATH with the adapter, then seed: one approval, one commit, the budget
     checked before asking and again after (the Provider's seed does both)."""
-    from ..model import workspace_key_of
-    from .common import open_store, write_ctx
+    from filemem.cli.common import open_store, write_ctx
+    from filemem.model import workspace_key_of
 
     check_id(adapter_id)
     registry = default_registry()
@@ -229,7 +230,7 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
 def export_with_adapter(adapter_id: str, out: str | None, track: str | None, scope: str | None,
                         force: bool, store_path: str | None) -> None:
     """Write the entries (all, or one track/scope) in the adapter's format. Read-only."""
-    from .common import open_store
+    from filemem.cli.common import open_store
 
     check_id(adapter_id)
     registry = default_registry()

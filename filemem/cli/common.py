@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .. import errors
-from ..approval import ApprovalRequest, describe
+from filemem import errors
+from filemem.approval import ApprovalRequest, describe
 
 if TYPE_CHECKING:
-    from ..owner import Owner
+    from filemem.owner import Owner
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_PROTOCOL, EXIT_USAGE, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY = 1, 2, 3, 4, 5
@@ -167,13 +167,13 @@ def open_store(store_path: str | None, *, yes: bool = False, validate: bool = Tr
 def open_owner(store_path: str | None, *, validate: bool = False) -> Owner:
     """The owner's facade over the store; by default opened even with invalid files at
     HEAD (the owner's commands are how a person repairs them)."""
-    from ..owner import Owner
+    from filemem.owner import Owner
 
     return Owner(open_store(store_path, validate=validate))
 
 
 def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:
-    from ..provider import write_context
+    from filemem.provider import write_context
 
     return write_context(session_id=session_id, cwd=workspace or os.getcwd(), agent=agent)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from .. import atomic, errors
-from .app import main
-from .common import (
+from filemem import errors
+from filemem.cli.app import main
+from filemem.cli.common import (
     SCOPES,
     TRACKS,
     command,
@@ -29,6 +29,7 @@ from .common import (
     write_ctx,
     write_options,
 )
+from filemem.files import atomic
 
 
 @main.command()
@@ -43,8 +44,7 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
     commit. Running it on an existing store changes nothing.
     """
     import filemem
-
-    from ..location import resolve_store_path
+    from filemem.location import resolve_store_path
 
     root = resolve_store_path(path or store_path)
     created = False
@@ -66,7 +66,7 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
 @store_option
 def path(store_path: str | None) -> None:
     """Print the store's folder (e.g. for `git -C "$(filemem path)" log`)."""
-    from ..location import resolve_store_path
+    from filemem.location import resolve_store_path
 
     click.echo(resolve_store_path(store_path))
 
@@ -175,7 +175,7 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
         filt["limit"] = limit
     opts: dict[str, Any] = {}
     if workspace is not None or agent is not None:
-        from ..model import agent_key_of, workspace_key_of
+        from filemem.model import agent_key_of, workspace_key_of
 
         opts["workspaceKey"] = workspace_key_of(workspace or os.getcwd())
         opts["agentKey"] = agent_key_of(agent)
@@ -238,7 +238,7 @@ def budgets(store_path: str | None, as_json: bool) -> None:
 @command
 def audit(limit: int, store_path: str | None, as_json: bool) -> None:
     """Show the newest audit rows: approved writes, denials, recalls and snapshots."""
-    from ..model import iso_ms
+    from filemem.model import iso_ms
 
     with open_store(store_path) as store:
         rows = store.audit_list(limit)
@@ -271,7 +271,7 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
     formats need --out DIR; existing files are only replaced with --force).
     """
     if adapter_id is not None:
-        from .adapters import export_with_adapter
+        from filemem.cli.adapters import export_with_adapter
 
         export_with_adapter(adapter_id, out, track, scope, force, store_path)
         return
@@ -311,7 +311,7 @@ def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str
     the adapter puts in a workspace.
     """
     if adapter_id is not None:
-        from .adapters import import_with_adapter
+        from filemem.cli.adapters import import_with_adapter
 
         import_with_adapter(adapter_id, path, workspace, agent, session_id, yes, store_path,
                             as_json)

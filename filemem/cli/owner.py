@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from ..model import iso_ms
-from ..owner import Owner
-from .app import main
-from .common import command, emit_json, json_option, one_line, open_owner, store_option
+from filemem.cli.app import main
+from filemem.cli.common import command, emit_json, json_option, one_line, open_owner, store_option
+from filemem.model import iso_ms
+from filemem.owner import Owner
 
 
 def _show(record: dict[str, Any]) -> str:

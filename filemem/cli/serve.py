@@ -8,9 +8,9 @@ import sys
 
 import click
 
-from .. import errors
-from .app import main
-from .common import EXIT_CODES, EXIT_NO_STORE, EXIT_PROTOCOL, store_option
+from filemem import errors
+from filemem.cli.app import main
+from filemem.cli.common import EXIT_CODES, EXIT_NO_STORE, EXIT_PROTOCOL, store_option
 
 
 @main.command()
@@ -26,7 +26,7 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
     """Serve the protocol's Provider face as JSON-RPC 2.0 over stdin/stdout (one JSON
     object per line) for hosts in other languages. The store is created if missing.
     See schemas/bridge.md for the messages."""
-    from ..bridge import run
+    from filemem.bridge import run
 
     budgets_value = None
     if budgets_json:
@@ -60,7 +60,7 @@ def mcp_command(workspace: str | None, agent: str | None, http_port: int | None,
     """Serve the memory to an agent as an MCP server (stdio by default). Under the ask
     policy every write is shown to the person in the client (MCP elicitation); a client
     that cannot ask stages it for `filemem pending`. The store is created if missing."""
-    from ..mcp.server import run
+    from filemem.mcp.server import run
 
     # the store opens on the first call, after `initialize` is answered: a store that cannot
     # be opened is reported to the model as a tool error, not as a server that will not start

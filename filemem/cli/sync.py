@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ..owner import Remote, SyncResult
-from .app import main
-from .common import (
+from filemem.cli.app import main
+from filemem.cli.common import (
     command,
     emit_json,
     json_option,
@@ -23,6 +22,7 @@ from .common import (
     store_option,
     usage_line,
 )
+from filemem.owner import Remote, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -176,9 +176,9 @@ def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> 
     PATH defaults like `filemem init` (--store, $FILEMEM_STORE, $FILEMEM_HOME, the user
     data dir). The remote is recorded as origin, so `filemem sync` works right away.
     """
-    from ..location import resolve_store_path
-    from ..owner import clone as clone_store
-    from ..owner import normalize_url
+    from filemem.location import resolve_store_path
+    from filemem.owner import clone as clone_store
+    from filemem.owner import normalize_url
 
     root = clone_store(url, resolve_store_path(path or store_path), progress=_progress())
     with open_store(root) as provider:

@@ -16,9 +16,9 @@ import anyio.from_thread
 from mcp.server.mcpserver import AcceptedElicitation, CancelledElicitation, Context
 from pydantic import BaseModel, Field
 
-from .. import approval
-from ..approval import ApprovalRequest
-from ..types import Payload
+from filemem import approval
+from filemem.approval import ApprovalRequest
+from filemem.types import Payload
 
 GATE_NAME: Final = "MCP elicitation"
 

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from .. import errors
+from filemem import errors
 
 log = logging.getLogger("filemem.mcp")
 

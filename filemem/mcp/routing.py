@@ -11,11 +11,11 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, ListRoots, Resolve
 from mcp_types import CallToolResult, ListRootsResult
 
-from .. import errors
-from ..approval import ApprovalRequest
-from .gates import APPROVER, Approval, Approver, AskInCall, Bound, Refuse, outcome
-from .results import failure, ok_result, shape
-from .sessions import (
+from filemem import errors
+from filemem.approval import ApprovalRequest
+from filemem.mcp.gates import APPROVER, Approval, Approver, AskInCall, Bound, Refuse, outcome
+from filemem.mcp.results import failure, ok_result, shape
+from filemem.mcp.sessions import (
     Known,
     Session,
     can_elicit,

@@ -17,9 +17,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import InputRequiredResult, Resource, ToolAnnotations
 from pydantic import AnyUrl
 
-from .. import __version__
-from .sessions import MemoryService, service_of
-from .tools import BUDGETS_DOC, QUERY_DOC, WRITE_TOOLS, memory_budgets, memory_query, tool_function
+from filemem import __version__
+from filemem.mcp.sessions import MemoryService, service_of
+from filemem.mcp.tools import (
+    BUDGETS_DOC,
+    QUERY_DOC,
+    WRITE_TOOLS,
+    memory_budgets,
+    memory_query,
+    tool_function,
+)
 
 SERVER_NAME: Final = "filemem"
 SNAPSHOT_URI: Final = "filemem://snapshot"

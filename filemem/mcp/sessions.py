@@ -20,11 +20,11 @@ from mcp.server.mcpserver import Context
 from mcp_types import ListRootsResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from .. import approval
-from ..approval import ApprovalRequest
-from ..location import resolve_store_path
-from ..provider import Provider, write_context
-from .gates import ElicitationGate
+from filemem import approval
+from filemem.approval import ApprovalRequest
+from filemem.location import resolve_store_path
+from filemem.mcp.gates import ElicitationGate
+from filemem.provider import Provider, write_context
 
 log = logging.getLogger("filemem.mcp")
 

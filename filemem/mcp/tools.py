@@ -13,9 +13,8 @@ from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ..types import QueryResult as ProtocolQuery
-from .gates import Approval
-from .results import (
+from filemem.mcp.gates import Approval
+from filemem.mcp.results import (
     AddResult,
     BudgetsResult,
     ConsolidateResult,
@@ -28,8 +27,9 @@ from .results import (
     failure,
     ok_result,
 )
-from .routing import Plan, ask, plan_write, resolve_session, write
-from .sessions import Session, service_of
+from filemem.mcp.routing import Plan, ask, plan_write, resolve_session, write
+from filemem.mcp.sessions import Session, service_of
+from filemem.types import QueryResult as ProtocolQuery
 
 TOOL_SOURCE: Final = "memory-tool"  # the reference memory tool's source label
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import errors
-from . import add, consolidate, remove, replace, seed
-from .base import Core, Operation, Prepared, RowRule
+from filemem import errors
+from filemem.ops import add, consolidate, remove, replace, seed
+from filemem.ops.base import Core, Operation, Prepared, RowRule
 
 OPERATIONS: Final[dict[str, Operation]] = {op.name: op for op in (
     add.OP, replace.OP, remove.OP, consolidate.OP, seed.SEED, seed.IMPORT)}

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..approval import Decision
-from ..auditlog import row
-from ..session import Writer
-from ..store import Transaction
-from ..types import AddResult, AuditRow, Payload
-from .base import Changes, Core, Operation, Prepared, Replayed, RowRule, created_at, in_layer
-from .base import new_entry as parse_new
+from filemem.approval import Decision
+from filemem.ops.base import (
+    Changes,
+    Core,
+    Operation,
+    Prepared,
+    Replayed,
+    RowRule,
+    created_at,
+    in_layer,
+)
+from filemem.ops.base import new_entry as parse_new
+from filemem.session import Writer
+from filemem.store.auditlog import row
+from filemem.store.core import Transaction
+from filemem.types import AddResult, AuditRow, Payload
 
 
 def _check(r: AuditRow, c: Changes) -> str | None:

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import budgets, errors, matching
-from ..approval import Decision
-from ..config import Config
-from ..jsstr import excerpt, utf16_len
-from ..model import (
+from filemem import errors
+from filemem.approval import Decision
+from filemem.config import Config
+from filemem.jsstr import excerpt, utf16_len
+from filemem.model import (
     DEFAULT_SOURCE,
     Entry,
     new_id,
@@ -30,9 +30,10 @@ from ..model import (
     validate_optional_str,
     validate_text,
 )
-from ..session import Writer
-from ..store import State, Store, Transaction
-from ..types import AuditRow, Payload, ProtocolEntry, Usage
+from filemem.rules import budgets, matching
+from filemem.session import Writer
+from filemem.store.core import State, Store, Transaction
+from filemem.types import AuditRow, Payload, ProtocolEntry, Usage
 
 Apply = Callable[[Transaction, Decision], Any]
 

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .. import errors, matching
-from ..approval import Decision
-from ..auditlog import one_line, row
-from ..jsstr import excerpt, utf16_len
-from ..model import MAX_CONSOLIDATE, normalize_tags, validate_text
-from ..session import Writer
-from ..store import Transaction
-from ..types import AuditRow, ConsolidateResult, Payload
-from . import add, remove
-from .base import (
+from filemem import errors
+from filemem.approval import Decision
+from filemem.jsstr import excerpt, utf16_len
+from filemem.model import MAX_CONSOLIDATE, normalize_tags, validate_text
+from filemem.ops import add, remove
+from filemem.ops.base import (
     Core,
     Operation,
     Prepared,
@@ -26,6 +22,11 @@ from .base import (
     reresolve,
     target_keys,
 )
+from filemem.rules import matching
+from filemem.session import Writer
+from filemem.store.auditlog import one_line, row
+from filemem.store.core import Transaction
+from filemem.types import AuditRow, ConsolidateResult, Payload
 
 EXCERPT: Final = 300  # characters of each removed entry shown in the approval payload
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import matching
-from ..approval import Decision
-from ..auditlog import row
-from ..session import Writer
-from ..store import Transaction
-from ..types import AddResult, AuditRow, Payload
-from .base import (
+from filemem.approval import Decision
+from filemem.ops.base import (
     Changes,
     Core,
     Operation,
@@ -24,6 +19,11 @@ from .base import (
     reresolve,
     target_keys,
 )
+from filemem.rules import matching
+from filemem.session import Writer
+from filemem.store.auditlog import row
+from filemem.store.core import Transaction
+from filemem.types import AddResult, AuditRow, Payload
 
 
 def _check(r: AuditRow, c: Changes) -> str | None:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import matching
-from ..approval import Decision
-from ..auditlog import row
-from ..jsstr import utf16_len
-from ..model import normalize_tags, now_ms, validate_text
-from ..session import Writer
-from ..store import Transaction
-from ..types import AuditRow, Payload, ReplaceResult
-from .base import (
+from filemem.approval import Decision
+from filemem.jsstr import utf16_len
+from filemem.model import normalize_tags, now_ms, validate_text
+from filemem.ops.base import (
     Changes,
     Core,
     Operation,
@@ -27,6 +22,11 @@ from .base import (
     source_of,
     target_keys,
 )
+from filemem.rules import matching
+from filemem.session import Writer
+from filemem.store.auditlog import row
+from filemem.store.core import Transaction
+from filemem.types import AuditRow, Payload, ReplaceResult
 
 
 def _check(r: AuditRow, c: Changes) -> str | None:

@@ -7,14 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import budgets, errors
-from ..approval import Decision
-from ..auditlog import row
-from ..model import DEFAULT_SOURCE, check_batch
-from ..session import Writer
-from ..store import Transaction
-from ..types import AuditRow, Payload, SeedResult
-from .base import Changes, Core, Operation, Prepared, Replayed, RowRule, created_at, new_entry
+from filemem import errors
+from filemem.approval import Decision
+from filemem.model import DEFAULT_SOURCE, check_batch
+from filemem.ops.base import (
+    Changes,
+    Core,
+    Operation,
+    Prepared,
+    Replayed,
+    RowRule,
+    created_at,
+    new_entry,
+)
+from filemem.rules import budgets
+from filemem.session import Writer
+from filemem.store.auditlog import row
+from filemem.store.core import Transaction
+from filemem.types import AuditRow, Payload, SeedResult
 
 
 def _nothing(r: AuditRow, c: Changes) -> None:

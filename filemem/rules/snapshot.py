@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from .config import Config
-from .model import LAYERS, Entry
+from filemem.config import Config
+from filemem.model import LAYERS, Entry
 
 HEADER: Final = {
     "en": "[dsh-memento: frozen memory snapshot \u2014 captured at session start; memory changes "

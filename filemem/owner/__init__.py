@@ -19,16 +19,17 @@ import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import handedits, history, sync, watch, worktree
-from .approval import ApprovalRequest
-from .auditlog import row
-from .handedits import Change
-from .history import Report
-from .model import DEFAULT_SOURCE
-from .pending import Record
-from .provider import Provider
-from .session import writer_of
-from .sync import Progress, Remote, SyncResult, normalize_url
+from filemem.approval import ApprovalRequest
+from filemem.files import worktree
+from filemem.model import DEFAULT_SOURCE
+from filemem.owner import handedits, history, sync, watch
+from filemem.owner.handedits import Change
+from filemem.owner.history import Report
+from filemem.owner.sync import Progress, Remote, SyncResult, normalize_url
+from filemem.provider import Provider
+from filemem.session import writer_of
+from filemem.store.auditlog import row
+from filemem.store.pending import Record
 
 
 class OwnerApproval:

@@ -14,7 +14,8 @@ import os
 import uuid
 from typing import Any, Final
 
-from . import atomic, errors
+from filemem import errors
+from filemem.files import atomic
 
 PENDING_DIR: Final = "pending"
 _CLAIMED: Final = ".claimed"

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from . import handedits
-from .model import TRACKS
-from .store import Store
+from filemem.model import TRACKS
+from filemem.owner import handedits
+from filemem.store.core import Store
 
 DEBOUNCE: Final = 0.2
 STOP_TIMEOUT: Final = 5.0  # stop() returns by then even if a thread is stuck

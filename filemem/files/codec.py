@@ -36,18 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from . import yamlsafe
-from .errors import ProtocolError
-from .jsstr import ascii_lower
-from .model import (
-    SCOPES,
-    TRACKS,
-    UUID_RE,
-    Entry,
-    iso_ms,
-    normalize_tags,
-    parse_iso_ms,
-)
+from filemem import yamlsafe
+from filemem.errors import ProtocolError
+from filemem.jsstr import ascii_lower
+from filemem.model import SCOPES, TRACKS, UUID_RE, Entry, iso_ms, normalize_tags, parse_iso_ms
 
 FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",

@@ -50,16 +50,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import budgets, codec, errors, worktree
-from . import config as config_mod
-from .auditlog import row
-from .codec import CodecError
-from .errors import SyncError
-from .gitindex import GitIndex
-from .gitrepo import BRANCH, GitRepo
-from .layout import entry_path, id_from_path, is_entry_path, path_problem
-from .model import Entry, iso_ms
-from .store import (
+from filemem import config as config_mod
+from filemem import errors
+from filemem.errors import SyncError
+from filemem.files import codec, worktree
+from filemem.files.codec import CodecError
+from filemem.files.gitindex import GitIndex
+from filemem.files.gitrepo import BRANCH, GitRepo
+from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
+from filemem.model import Entry, iso_ms
+from filemem.rules import budgets
+from filemem.store.auditlog import row
+from filemem.store.core import (
     CONFIG_FILE,
     META_DIR,
     HeadMoved,
@@ -68,7 +70,7 @@ from .store import (
     hand_edited,
     private_files,
 )
-from .types import AuditRow, Usage
+from filemem.types import AuditRow, Usage
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
 SYNC_ATTEMPTS: Final = 5  # fetch-merge-push rounds when the remote keeps moving

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from . import atomic
+from filemem.files import atomic
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo

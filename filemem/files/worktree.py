@@ -15,8 +15,8 @@ import stat
 from dataclasses import dataclass
 from typing import Final
 
-from . import atomic
-from .gitindex import hash_blob
+from filemem.files import atomic
+from filemem.files.gitindex import hash_blob
 
 TMP_SUFFIX: Final = ".filemem-tmp"
 JOURNAL_NAME: Final = "journal.json"

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from typing import Final
 
-from . import atomic
+from filemem.files import atomic
 
 LOG_NAME: Final = "recall.log"
 BASE_NAME: Final = "recall.json"

@@ -7,10 +7,10 @@ negative). Nothing is ever cut or compacted to make room.
 
 from __future__ import annotations
 
-from . import errors
-from .config import Config
-from .model import LAYERS
-from .types import Usage
+from filemem import errors
+from filemem.config import Config
+from filemem.model import LAYERS
+from filemem.types import Usage
 
 
 def check(usage: dict[tuple[str, str], int], config: Config, track: str, scope: str,

@@ -11,8 +11,8 @@ import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .jsstr import ascii_lower
-from .model import MAX_QUERY_LIMIT, Entry, visible
+from filemem.jsstr import ascii_lower
+from filemem.model import MAX_QUERY_LIMIT, Entry, visible
 
 
 def positive_int(raw: Any) -> int | None:

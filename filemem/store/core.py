@@ -26,9 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from . import atomic, codec, errors, worktree
-from . import config as config_mod
-from .auditlog import (
+from filemem import config as config_mod
+from filemem import errors
+from filemem.config import STORE_SCHEMA, Config
+from filemem.files import atomic, codec, worktree
+from filemem.files.codec import CodecError
+from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
+from filemem.files.gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
+from filemem.files.layout import entry_path, is_entry_path, layer_dir, path_problem
+from filemem.model import LAYERS, Entry, now_ms
+from filemem.store.auditlog import (
     Ledger,
     commit_message,
     external_row,
@@ -37,15 +44,9 @@ from .auditlog import (
     parse_rows,
     row,
 )
-from .codec import CodecError
-from .config import STORE_SCHEMA, Config
-from .gitindex import GitIndex, IndexUnsupported, rebuild
-from .gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
-from .layout import entry_path, is_entry_path, layer_dir, path_problem
-from .model import LAYERS, Entry, now_ms
-from .pending import PendingStore
-from .recall import RecallCounters
-from .types import AuditRow
+from filemem.store.pending import PendingStore
+from filemem.store.recall import RecallCounters
+from filemem.types import AuditRow
 
 META_DIR: Final = ".filemem"
 CONFIG_FILE: Final = "filemem.yaml"
@@ -130,7 +131,7 @@ def template_files() -> dict[str, bytes]:
 
     base: Any = resources.files("filemem") / "_store_template"
     if not base.is_dir():
-        base = Path(__file__).resolve().parent.parent / "store-template"
+        base = Path(__file__).resolve().parents[2] / "store-template"
     out: dict[str, bytes] = {}
 
     def collect(node: Any, prefix: str) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import errors
-from .jsstr import ascii_lower, excerpt
-from .model import Entry, visible
+from filemem import errors
+from filemem.jsstr import ascii_lower, excerpt
+from filemem.model import Entry, visible
 
 SAMPLE_CHARS = 200
 

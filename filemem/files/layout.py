@@ -13,7 +13,7 @@ import hashlib
 import re
 from typing import Final
 
-from .model import SCOPES, TRACKS, UUID_RE, Entry
+from filemem.model import SCOPES, TRACKS, UUID_RE, Entry
 
 SHARED_DIR: Final = "_shared"  # agentKey '' (the layer every agent sees)
 NO_WORKSPACE_DIR: Final = "_none"  # a workspace-scope entry with workspaceKey ''

@@ -17,13 +17,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import codec, errors, worktree
-from . import config as config_mod
-from .auditlog import row
-from .codec import CodecError
-from .config import Config
-from .jsstr import utf16_len
-from .layout import (
+from filemem import config as config_mod
+from filemem import errors
+from filemem.config import Config
+from filemem.files import codec, worktree
+from filemem.files.codec import CodecError
+from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     SHARED_DIR,
     entry_path,
@@ -31,14 +30,10 @@ from .layout import (
     is_entry_path,
     key_dir,
 )
-from .model import (
-    SCOPES,
-    TRACKS,
-    Entry,
-    iso_ms,
-    now_ms,
-)
-from .store import CONFIG_FILE, State, Store, Transaction, private_files
+from filemem.jsstr import utf16_len
+from filemem.model import SCOPES, TRACKS, Entry, iso_ms, now_ms
+from filemem.store.auditlog import row
+from filemem.store.core import CONFIG_FILE, State, Store, Transaction, private_files
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
 OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"

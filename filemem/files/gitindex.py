@@ -19,7 +19,7 @@ import struct
 import time
 from collections.abc import Iterable
 
-from . import atomic
+from filemem.files import atomic
 
 _HEADER = struct.Struct(">4sLL")
 _STAT = struct.Struct(">LLLLLLLLLL")

@@ -35,8 +35,8 @@ import os
 import re
 from typing import Any, Final, cast
 
-from . import atomic
-from .types import AuditRow
+from filemem.files import atomic
+from filemem.types import AuditRow
 
 ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
                      "source", "sessionId")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from . import errors
-from .model import (
+from filemem import errors
+from filemem.model import (
     DEFAULT_SOURCE,
     LAYERS,
     check_batch,
@@ -20,7 +20,7 @@ from .model import (
     parse_iso_ms,
     validate_protocol_entry,
 )
-from .types import ProtocolEntry, Usage
+from filemem.types import ProtocolEntry, Usage
 
 PLUGIN: Final = "dsh-memento"
 SCHEMA: Final = "memory-export-v1"

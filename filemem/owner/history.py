@@ -18,16 +18,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codec
-from .auditlog import parse_rows
-from .codec import CodecError
-from .gitrepo import CommitInfo
-from .layout import id_from_path, is_entry_path
-from .model import Entry
-from .ops import ROW_RULES
-from .ops.base import Changes
-from .store import Store
-from .types import AuditRow
+from filemem.files import codec
+from filemem.files.codec import CodecError
+from filemem.files.gitrepo import CommitInfo
+from filemem.files.layout import id_from_path, is_entry_path
+from filemem.model import Entry
+from filemem.ops import ROW_RULES
+from filemem.ops.base import Changes
+from filemem.store.auditlog import parse_rows
+from filemem.store.core import Store
+from filemem.types import AuditRow
 
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
@@ -93,7 +93,7 @@ def _entry_at(store: Store, info: CommitInfo, entry_id: str) -> Entry | None:
 
 def _unique_entry(store: Store, prefix: str) -> None:
     """INVALID_INPUT unless ``prefix`` names one entry of the history."""
-    from . import errors
+    from filemem import errors
 
     ids = {str(r["entryId"]) for info in commits_newest_first(store)
            for r in store.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
@@ -230,8 +230,8 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
 def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
     """A filemem merge (``filemem sync``) must be exactly the merge of its two parents:
     recompute it and compare trees."""
-    from .gitrepo import PendingObjects
-    from .sync import merge_changes
+    from filemem.files.gitrepo import PendingObjects
+    from filemem.owner.sync import merge_changes
 
     if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
             or len(info.parents) != 2:
