@@ -3,11 +3,12 @@
 Groups (the case id's letter):
 
 * A entry model, B write semantics, C budgets, D audit reconstruction, E export envelope:
-  the protocol's 22 cases (dsh-memory-protocol/v1, reference-behaviour §12.1), so any
+  the protocol's 22 cases (dsh-memory-protocol/v1's own conformance list), so any
   provider claiming the protocol can be checked against the same list.
-* S: filemem's stricter choices, one case per point at the top of reference-behaviour.md
-  that the Provider face can show; ``S<n>`` checks point ``n`` (13 and 15 concern adapters
-  and a harness feature, not the Provider face, so there is no S13 or S15).
+* S: filemem's stricter choices, one case per point of filemem's README section "Where
+  filemem differs from the reference, on purpose" that the Provider face can show; ``S<n>``
+  checks point ``n`` (13 concerns adapters and 15 the owner's pending approvals, neither on
+  the Provider face, so there is no S13 or S15).
 * G: store-level checks for a provider whose store is a git repository (skipped otherwise).
 * P: several OS processes writing to one store at once.
 
@@ -110,7 +111,8 @@ def show(value: Any) -> str:
 
 
 def check_entry(e: Any, what: str) -> None:
-    """validateMemoryEntry (§1.11) plus the JSON Schema's ``entry``: all 14 fields."""
+    """validateMemoryEntry (the protocol's entry check) plus the JSON Schema's ``entry``: all 14
+    fields."""
     ensure(isinstance(e, dict), f"{what} is not an object: {show(e)}")
     ensure(sorted(e) == sorted(ENTRY_FIELDS),
            f"{what} has fields {sorted(e)}, expected exactly {sorted(ENTRY_FIELDS)}")
@@ -231,7 +233,7 @@ def a5(h: Harness) -> None:
     p = h.provider()
     expect_error("WRITE_REQUIRES_AGENT", p.add, ug("x"), {})
     expect_error("WRITE_REQUIRES_AGENT", p.add, ug("x"), {"agent": None})
-    # the agent check runs before input validation (§2.1)
+    # the agent check runs before input validation
     expect_error("WRITE_REQUIRES_AGENT", p.remove, {"track": "x"}, {})
     expect_error("WRITE_REQUIRES_AGENT", p.seed, [ug("x")], {})
     ensure(p.listEntries() == [], "a write without an agent stored an entry")

@@ -1,4 +1,5 @@
-"""The protocol's entry model and its validation rules (dsh-memory-protocol/v1 §1).
+"""The protocol's entry model (the 14 fields of a dsh-memory-protocol/v1 entry) and its
+validation rules.
 
 Lengths are JavaScript string lengths (UTF-16 code units), trimming uses JavaScript's
 whitespace set, and messages match the reference provider, because other providers and

@@ -1,4 +1,4 @@
-"""The adapter registry (spec §9.3, filemem choice 13): validation in the reference's order
+"""The adapter registry (filemem choice 13): validation in the reference's order
 and words, duplicates, disposers, ADAPTER_NOT_FOUND / ADAPTER_PAYLOAD, the shipped adapters,
 and a third-party adapter installed as a real package and found through its entry point."""
 
@@ -78,8 +78,8 @@ def test_validation_order_and_messages() -> None:
 
 
 def test_importformats_empty_is_refused_even_with_a_fresh_id() -> None:
-    """§13.17: the reference accepts ``[]`` (its test passed only because of the duplicate
-    id); filemem refuses it on its own."""
+    """filemem choice 13: the reference accepts ``[]`` (its test passed only because of the
+    duplicate id); filemem refuses it on its own."""
     r = Registry()
     message = invalid(r, Echo("fresh-id", import_formats=[]))
     assert "importFormats must be a non-empty string array" in message

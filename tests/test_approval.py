@@ -1,6 +1,6 @@
-"""Approval (spec §2.9-2.11, DESIGN §6): write policies and their overrides, the request a
-person sees, outcome labels that name what decided (filemem choice 6), and denials that leave
-an ``<action>-denied`` row and write nothing (filemem choice 11)."""
+"""Approval: write policies and their overrides, the request a person sees, outcome labels that
+name what decided (filemem choice 6), and denials that leave an ``<action>-denied`` row and
+write nothing (filemem choice 11)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The audit trail (spec §6, DESIGN §5): ``auditList`` rows, their fields per action, their
-order, their schema, their persistence, and the git commit messages they come from."""
+"""The audit trail: ``auditList`` rows, their fields per action, their order, their schema,
+their persistence, and the git commit messages they come from (``schemas/audit-trailers.md``)."""
 
 from __future__ import annotations
 

@@ -467,7 +467,7 @@ def test_approval_denied_is_write_denied_with_a_denied_row(
 
 def assert_staged(err: dict[str, Any], store: Path) -> str:
     """The host could not answer: the approval outcome is ``unavailable``, so under ``ask`` the
-    provider stages the write as a pending approval for the owner (DESIGN.md §6): WRITE_DENIED
+    provider stages the write as a pending approval for the owner's CLI: WRITE_DENIED
     with outcome ``pending`` and the pending id; nothing is written."""
     assert err["code"] == -32000 and err["data"]["code"] == "WRITE_DENIED"
     details = err["data"]["details"]

@@ -1,4 +1,4 @@
-"""The 22 protocol-conformance behaviours (spec §12.1), through the Python API.
+"""The 22 behaviours of the protocol's conformance suite, through the Python API.
 
 Each test mirrors one case of the reference's conformance suite (A1..E2), with the same
 write context the suite uses: session ``conformance-session`` in ``C:/conformance/ws`` with
@@ -41,7 +41,7 @@ def validator(schema: dict[str, Any], name: str) -> Draft202012Validator:
 
 
 def assert_valid_entry(e: dict[str, Any]) -> None:
-    """The protocol's validateMemoryEntry rules (§1.11)."""
+    """The protocol's validateMemoryEntry rules: the 14 fields in order, each of its type."""
     assert tuple(e) == ENTRY_FIELDS
     assert UUID_V4.match(e["id"])
     assert e["track"] in ("user", "agent")

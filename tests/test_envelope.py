@@ -1,4 +1,4 @@
-"""The ``memory-export-v1`` envelope (spec §9.1-9.2, filemem choices 7 and 8): export is a
+"""The ``memory-export-v1`` envelope (filemem choices 7 and 8): export is a
 schema-valid, read-only full view; import validates the whole envelope, keeps tags and empty
 keys, and writes one commit behind one approval."""
 

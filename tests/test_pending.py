@@ -195,6 +195,7 @@ def test_reject_drops_it_and_leaves_a_row(make_provider: MakeProvider, store_pat
 
 @pytest.mark.parametrize("bad", ["nope", "", "../pending", ".", "/etc/passwd"])
 def test_unknown_ids_are_proposal_not_found(make_provider: MakeProvider, bad: str) -> None:
+    # filemem choice 15: a write nobody could be asked about is staged; unknown ids are refused
     p = make_provider(write_policy="ask")
     staged(lambda: p.add({**UG, "text": "x"}, ctx()))
     for fn in (Owner(p).approve, Owner(p).reject):

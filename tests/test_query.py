@@ -1,4 +1,4 @@
-"""Query (spec §4): matching, the limit clamp, ranking, recall counting, visible sets and
+"""Query: matching, the limit clamp, ranking, recall counting, visible sets and
 ``recalled`` rows; and which reads never bump recall counters (filemem choice 14)."""
 
 from __future__ import annotations

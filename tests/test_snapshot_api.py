@@ -1,4 +1,4 @@
-"""The frozen snapshot (spec §8): rendering in en and zh, the empty case, freezing per
+"""The frozen snapshot: rendering in en and zh, the empty case, freezing per
 session id, the ``snapshot`` audit row, visibility, and heading numbers that are the budget
 numbers enforcement uses (filemem choice 5)."""
 

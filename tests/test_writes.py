@@ -1,4 +1,4 @@
-"""The write pipeline (spec §2, §3, §5, §10): add, replace, remove, consolidate, seed.
+"""The write pipeline: add, replace, remove, consolidate, seed.
 
 Covers the exact messages and details of every error a write can raise, the keys a new
 entry gets, visibility and isolation by agent and workspace (filemem choices 1-4, 9, 10, 12)

@@ -1,6 +1,6 @@
 """Hand edits: what a person changed in the working tree, and adopting or discarding it.
 
-Agents see only what is committed (DESIGN.md §3). A person's edit stays an uncommitted
+Agents see only what is committed. A person's edit stays an uncommitted
 change until the owner adopts it: :func:`status` lists edited, added and deleted entry files
 (and edits of the store's own files), with the reason a file cannot be adopted;
 :func:`adopt` validates the chosen changes, fills in what a hand-written file leaves out
