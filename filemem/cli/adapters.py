@@ -19,7 +19,7 @@ import click
 from filemem import errors
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
-from filemem.files import atomic
+from filemem.owner import write_export
 from filemem.owner.adapters import ID_RE, default_registry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
@@ -125,12 +125,6 @@ def _text_or_json(text: str, name: str | None, full: str | None, shown: str) -> 
 # ---------------------------------------------------------------- writing payloads
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    # durable: it replaces another tool's own memory file; 0666 before the umask, an
-    # ordinary file for that tool (not a private one like the store's)
-    atomic.atomic_write(path, data, durable=True, mode=0o666)
-
-
 def is_directory_payload(payload: Any) -> bool:
     return (isinstance(payload, dict) and set(payload) == {"files"}
             and isinstance(payload["files"], dict))
@@ -161,7 +155,7 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
                 "them (other files there are left alone); nothing was written")
         os.makedirs(out, exist_ok=True)
         for name, text in files.items():
-            _atomic_write(os.path.join(out, name), text.encode("utf-8"))
+            write_export(os.path.join(out, name), text.encode("utf-8"))
         return f"Wrote {len(files)} files to {out}: {', '.join(sorted(files))}"
     if isinstance(payload, str):
         data = payload.encode("utf-8")
@@ -183,7 +177,7 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
     if os.path.lexists(out) and not force:
         raise errors.invalid_input(f"export: {out} already exists; pass --force to overwrite "
                                    "it; nothing was written")
-    _atomic_write(os.path.abspath(out), data)
+    write_export(os.path.abspath(out), data)
     return f"Wrote {out}"
 
 

@@ -29,7 +29,7 @@ from filemem.cli.common import (
     write_ctx,
     write_options,
 )
-from filemem.files import atomic
+from filemem.owner import write_export
 
 
 @main.command()
@@ -284,11 +284,7 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
         doc = store.export()
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if out:
-        if os.path.exists(out) and not os.path.isfile(out):  # /dev/stdout, a pipe
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(text)
-        else:  # replaced whole (never truncated, then half written), durably, 0666 - umask
-            atomic.atomic_write(out, text.encode("utf-8"), durable=True, mode=0o666)
+        write_export(out, text.encode("utf-8"))
         click.echo(f"Wrote {len(doc['entries'])} entries to {out}", err=True)
     else:
         click.echo(text, nl=False)

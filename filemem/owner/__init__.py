@@ -16,11 +16,12 @@ method reaches them. Surfaces use this class and the Provider, never the store b
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from filemem.approval import ApprovalRequest
-from filemem.files import worktree
+from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
 from filemem.owner import handedits, history, sync, watch
 from filemem.owner.handedits import Change
@@ -197,10 +198,22 @@ class Owner:
         return watch.Watcher(self._store, emit)
 
 
+def write_export(path: str, data: bytes) -> None:
+    """Write an export (another tool's memory file, an envelope) to ``path``: a regular file
+    is replaced whole and durably (never truncated, then half written), as an ordinary file
+    (0666 before the umask, unlike the store's private files); a device or pipe such as
+    ``/dev/stdout`` is written to as it is."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    atomic.atomic_write(path, data, durable=True, mode=0o666)
+
+
 def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
     """Make a new store at ``path`` from the store published at ``url``; returns its path."""
     return sync.clone(url, path, progress=progress)
 
 
 __all__ = ["Change", "Owner", "OwnerApproval", "Remote", "Report", "SyncResult", "clone",
-           "normalize_url"]
+           "normalize_url", "write_export"]
