@@ -28,7 +28,9 @@ from filemem.rules import budgets, envelope, snapshot
 from filemem.rules import query as query_mod
 from filemem.session import Writer, session_keys, write_context, writer_of
 from filemem.store.auditlog import row
-from filemem.store.core import State, Store, Transaction
+from filemem.store.core import Store
+from filemem.store.state import State
+from filemem.store.transaction import Transaction
 from filemem.types import (
     AddResult,
     AuditRow,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import filemem
 from filemem import errors
 from filemem.cli import main
-from filemem.store.core import core as store_mod
+from filemem.store import core as store_mod
 from tests.conftest import ctx, run_cli
 
 UG = {"track": "user", "scope": "user-global"}

@@ -464,7 +464,7 @@ def test_a_killed_sync_leaves_both_sides_valid_and_the_next_one_finishes(
 TARGETED = """
 import os, sys
 import dulwich.refs
-import filemem, filemem.store.core, filemem.owner.sync as S, filemem.files.worktree
+import filemem, filemem.store.transaction, filemem.owner.sync as S, filemem.files.worktree
 store, point, remote = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
 
 def die(*args, **kwargs):
@@ -473,7 +473,7 @@ def die(*args, **kwargs):
 if point == "after-fetch":
     S._integrate = die
 elif point == "after-the-commit":  # the branch moved; the working tree not yet
-    filemem.store.core.Transaction._mirror = die
+    filemem.store.transaction.Transaction._mirror = die
 elif point == "mid-working-tree":
     real_write, calls = filemem.files.worktree.write, []
     def write(*args, **kwargs):

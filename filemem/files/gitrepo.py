@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import os
 import struct
 import time
@@ -246,6 +247,22 @@ class GitRepo:
             info = _remember(self._commits, sha,
                              _parse_commit(sha, self._read_kind(sha, b"commit")))
         return info
+
+    def newest_first(self, head: str) -> Iterator[CommitInfo]:
+        """Every commit reachable from ``head``, newest first by commit time (the history
+        walk of ``auditList``, ``filemem log`` and the like)."""
+        heap = [(-self.commit(head).time, head)]
+        seen: set[str] = set()
+        while heap:
+            _, sha = heapq.heappop(heap)
+            if sha in seen:
+                continue
+            seen.add(sha)
+            info = self.commit(sha)
+            yield info
+            for parent in info.parents:
+                if parent not in seen:
+                    heapq.heappush(heap, (-self.commit(parent).time, parent))
 
     def subtree(self, tree_sha: str, path: str) -> str | None:
         """The tree at ``path`` (``a/b``) under ``tree_sha``, or None."""

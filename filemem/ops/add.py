@@ -18,7 +18,7 @@ from filemem.ops.base import (
 from filemem.ops.base import new_entry as parse_new
 from filemem.session import Writer
 from filemem.store.auditlog import row
-from filemem.store.core import Transaction
+from filemem.store.transaction import Transaction
 from filemem.types import AddResult, AuditRow, Payload
 
 

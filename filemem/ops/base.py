@@ -32,7 +32,9 @@ from filemem.model import (
 )
 from filemem.rules import budgets, matching
 from filemem.session import Writer
-from filemem.store.core import State, Store, Transaction
+from filemem.store.core import Store
+from filemem.store.state import State
+from filemem.store.transaction import Transaction
 from filemem.types import AuditRow, Payload, ProtocolEntry, Usage
 
 Apply = Callable[[Transaction, Decision], Any]

@@ -25,7 +25,7 @@ from filemem.ops.base import (
 from filemem.rules import matching
 from filemem.session import Writer
 from filemem.store.auditlog import one_line, row
-from filemem.store.core import Transaction
+from filemem.store.transaction import Transaction
 from filemem.types import AuditRow, ConsolidateResult, Payload
 
 EXCERPT: Final = 300  # characters of each removed entry shown in the approval payload

@@ -22,7 +22,7 @@ from filemem.ops.base import (
 from filemem.rules import matching
 from filemem.session import Writer
 from filemem.store.auditlog import row
-from filemem.store.core import Transaction
+from filemem.store.transaction import Transaction
 from filemem.types import AddResult, AuditRow, Payload
 
 

@@ -23,7 +23,7 @@ from filemem.ops.base import (
 from filemem.rules import budgets
 from filemem.session import Writer
 from filemem.store.auditlog import row
-from filemem.store.core import Transaction
+from filemem.store.transaction import Transaction
 from filemem.types import AuditRow, Payload, SeedResult
 
 

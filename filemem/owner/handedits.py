@@ -33,7 +33,10 @@ from filemem.files.layout import (
 from filemem.jsstr import utf16_len
 from filemem.model import SCOPES, TRACKS, Entry, iso_ms, now_ms
 from filemem.store.auditlog import row
-from filemem.store.core import CONFIG_FILE, State, Store, Transaction, private_files
+from filemem.store.core import Store
+from filemem.store.names import CONFIG_FILE, private_files
+from filemem.store.state import State
+from filemem.store.transaction import Transaction
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
 OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"

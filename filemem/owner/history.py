@@ -35,23 +35,9 @@ _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
 
 def commits_newest_first(store: Store) -> Iterator[CommitInfo]:
     """Every commit reachable from HEAD, newest first by commit time."""
-    import heapq
-
     head = store.git.head()
-    if head is None:
-        return
-    heap = [(-store.git.commit(head).time, head)]
-    seen: set[str] = set()
-    while heap:
-        _, sha = heapq.heappop(heap)
-        if sha in seen:
-            continue
-        seen.add(sha)
-        info = store.git.commit(sha)
-        yield info
-        for parent in info.parents:
-            if parent not in seen:
-                heapq.heappush(heap, (-store.git.commit(parent).time, parent))
+    if head is not None:
+        yield from store.git.newest_first(head)
 
 
 def commits_oldest_first(store: Store) -> list[CommitInfo]:
@@ -96,7 +82,7 @@ def _unique_entry(store: Store, prefix: str) -> None:
     from filemem import errors
 
     ids = {str(r["entryId"]) for info in commits_newest_first(store)
-           for r in store.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
+           for r in store.trail.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
     if len(ids) > 1:
         raise errors.invalid_input(
             f"{prefix!r} is ambiguous: it is the start of {len(ids)} entry ids "
@@ -112,7 +98,7 @@ def log(store: Store, entry_id: str | None = None, limit: int | None = None
         _unique_entry(store, entry_id)
     items: list[dict[str, Any]] = []
     for info in commits_newest_first(store):
-        for r in store.commit_rows(info):
+        for r in store.trail.commit_rows(info):
             if entry_id is not None and not str(r.get("entryId") or "").startswith(entry_id):
                 continue
             item = {"commit": info.sha, **r}

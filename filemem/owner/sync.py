@@ -61,15 +61,9 @@ from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_p
 from filemem.model import Entry, iso_ms
 from filemem.rules import budgets
 from filemem.store.auditlog import row
-from filemem.store.core import (
-    CONFIG_FILE,
-    META_DIR,
-    HeadMoved,
-    Store,
-    Transaction,
-    hand_edited,
-    private_files,
-)
+from filemem.store.core import Store
+from filemem.store.names import CONFIG_FILE, META_DIR, private_files
+from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.types import AuditRow, Usage
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()

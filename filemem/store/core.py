@@ -2,58 +2,45 @@
 
 - Reads see the entries committed at HEAD, never the working tree. The view is rebuilt
   incrementally when HEAD moves (a cheap ref read per call notices it), parsing only files
-  whose blob changed, and is kept in ``.filemem/cache/state.json`` so a cold process does
-  not re-parse every file.
-- Writes happen in a transaction: the store lock (portalocker, on ``.filemem/lock``), a fresh
-  view, then :meth:`Transaction.commit`: objects, journal, compare-and-swap of the branch,
-  working tree, index, journal cleared. The commit is the commit point; a write killed at
-  any instant is finished or undone from HEAD by the next transaction or open.
-- ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger and
-  the recall counters.
+  whose blob changed, and is kept in ``.filemem/cache/state.json`` (:mod:`.viewcache`) so a
+  cold process does not re-parse every file.
+- Writes happen in a :mod:`.transaction` under the store lock (portalocker, on
+  ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
+  a write killed at any instant is finished or undone from HEAD by the next one or open.
+- ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger,
+  the recall counters and pending approvals.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar
 
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, worktree
+from filemem.files import codec, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
-from filemem.files.gitrepo import CommitInfo, GitError, GitRepo, PendingObjects
-from filemem.files.layout import entry_path, is_entry_path, layer_dir, path_problem
-from filemem.model import LAYERS, Entry, now_ms
-from filemem.store.auditlog import (
-    Ledger,
-    commit_message,
-    external_row,
-    last_trailer_seq,
-    next_seq,
-    parse_rows,
-    row,
-)
+from filemem.files.gitrepo import GitError, GitRepo
+from filemem.files.layout import is_entry_path, layer_dir, path_problem
+from filemem.model import Entry, now_ms
+from filemem.store import create
+from filemem.store.auditlog import Ledger, next_seq
+from filemem.store.audittrail import AuditTrail
+from filemem.store.names import CONFIG_FILE, META_DIR, private_files
 from filemem.store.pending import PendingStore
 from filemem.store.recall import RecallCounters
+from filemem.store.state import State, usage_of
+from filemem.store.transaction import HeadMoved, Transaction, hand_edited
+from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
 
-META_DIR: Final = ".filemem"
-CONFIG_FILE: Final = "filemem.yaml"
-IDENT: Final = "filemem <filemem@localhost>"
-_CACHE_FORMAT: Final = 1
-_SAVE_EVERY: Final = 64  # changed files between saves of the on-disk view cache ...
-_SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a minute
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
 _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
@@ -61,91 +48,6 @@ COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
 T = TypeVar("T")
-
-
-class HeadMoved(Exception):
-    """The branch moved between reading HEAD and the compare-and-swap (someone used git)."""
-
-
-@contextlib.contextmanager
-def private_files() -> Iterator[None]:
-    """Files and folders made inside are private to the owner (0600/0700 on POSIX)."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-@dataclass
-class State:
-    """The store as committed at one HEAD. Treat as immutable; writes make a new one."""
-
-    head: str
-    tree: str
-    config: Config | None
-    config_problem: errors.ProtocolError | None
-    entries: dict[str, Entry]
-    paths: dict[str, str]  # entry id -> path
-    blobs: dict[str, str]  # path -> blob sha (entry files only)
-    noncanonical: frozenset[str]  # ids whose file has keys of its own (spliced on replace)
-    corrupt: dict[str, str]  # path -> reason
-    usage: dict[tuple[str, str], int]
-    config_blob: str | None = None
-    _layers: dict[tuple[str, str], list[Entry]] | None = field(default=None, repr=False)
-    _ordered: list[Entry] | None = field(default=None, repr=False)
-    _newest: int | None = field(default=None, repr=False)
-
-    def layer(self, track: str, scope: str) -> list[Entry]:
-        if self._layers is None:
-            layers: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
-            for e in self.entries.values():
-                layers[(e.track, e.scope)].append(e)
-            self._layers = layers
-        return self._layers.get((track, scope), [])
-
-    def newest_created(self) -> int:
-        """The latest createdAt so far (0 if none): new entries are created after it, so the
-        listing order (createdAt, id) is the order of the writes."""
-        if self._newest is None:
-            self._newest = max((e.created_at for e in self.entries.values()), default=0)
-        return self._newest
-
-    def ordered(self) -> list[Entry]:
-        """All entries by (createdAt, id): the listing order."""
-        if self._ordered is None:
-            self._ordered = sorted(self.entries.values(), key=lambda e: (e.created_at, e.id))
-        return self._ordered
-
-
-def _usage(entries: dict[str, Entry]) -> dict[tuple[str, str], int]:
-    usage = dict.fromkeys(LAYERS, 0)
-    for e in entries.values():
-        usage[(e.track, e.scope)] += e.size
-    return usage
-
-
-def template_files() -> dict[str, bytes]:
-    """The files of ``store-template/`` (installed as ``filemem/_store_template``)."""
-    from importlib import resources
-
-    base: Any = resources.files("filemem") / "_store_template"
-    if not base.is_dir():
-        base = Path(__file__).resolve().parents[2] / "store-template"
-    out: dict[str, bytes] = {}
-
-    def collect(node: Any, prefix: str) -> None:
-        for child in node.iterdir():
-            name = f"{prefix}{child.name}"
-            if child.is_dir():
-                collect(child, name + "/")
-            elif not child.name.endswith((".pyc",)):
-                out[name] = child.read_bytes()
-
-    collect(base, "")
-    if CONFIG_FILE not in out:
-        raise FileNotFoundError("the store template (store-template/) is not installed")
-    return out
 
 
 class Store:
@@ -167,17 +69,14 @@ class Store:
         self.pending = PendingStore(self.meta)
         self.recall = RecallCounters(self.meta)
         self.journal = worktree.Journal.at(self.meta)
+        self.trail = AuditTrail(self.git, self.ledger)
         self._state: State | None = None
-        self._parsed: dict[str, tuple[Entry | None, str | None, bool]] = {}
+        self._parsed: Parsed = {}
         self._config_cache: tuple[str, Config | None, errors.ProtocolError | None] | None = None
+        self._cache = ViewCache(self.meta, self.git)
         self._index: GitIndex | None = None
         self._index_id: tuple[int, int, int] | None = None
-        self._unsaved = 0
-        self._saved_tree: str | None = None
-        self._saved_at = 0.0
-        self._saved_config: str | None = None
         self._commits_since_pack_check = _PACK_CHECK_EVERY  # check on the first commit
-        self._rows: dict[str, list[AuditRow]] = {}  # commit sha -> its rows, newest first
         self._lock = threading.RLock()
         self._file_lock: Any = None
         self._lock_depth = 0
@@ -200,66 +99,12 @@ class Store:
                 "committed); use another folder or create a store with `filemem init`"
             )
 
-    # ------------------------------------------------------------ creation
-
     @classmethod
     def create(cls, root: str | os.PathLike[str]) -> Store:
-        """Lay a new store down from the template and make the first commit.
-
-        The store is built in a temporary folder beside ``root`` and renamed into place,
-        so several processes creating the same store at once end with one whole store
-        (the others open it) and nobody ever sees a half-made one."""
+        """Lay a new store down from the template (see :mod:`.create`) and open it."""
         root = os.path.abspath(os.fspath(root))
-        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
-            if os.path.isdir(os.path.join(root, ".git")):
-                return cls(root)  # someone made it meanwhile (or it is already a store)
-            raise errors.StoreExists(
-                f"{root} exists and is not empty; choose a new or empty folder for the store"
-            )
-        parent = os.path.dirname(root)
-        os.makedirs(parent, exist_ok=True)
-        with private_files():
-            building = os.path.join(
-                parent, f".{os.path.basename(root)}.filemem-init-{os.getpid()}-"
-                        f"{os.urandom(4).hex()}")
-            try:
-                cls._lay_down(building)
-                if os.path.isdir(root) and not os.listdir(root) and os.name == "nt":
-                    os.rmdir(root)  # Windows cannot rename over an empty folder
-                os.rename(building, root)  # POSIX: replaces a missing or empty folder only
-            except OSError:
-                import shutil
-
-                shutil.rmtree(building, ignore_errors=True)
-                if os.path.isdir(os.path.join(root, ".git")):
-                    return cls(root)  # another process won the race: its store is whole
-                raise
+        create.make(root)
         return cls(root)
-
-    @staticmethod
-    def _lay_down(root: str) -> None:
-        """The template's files, the first commit, the working tree and the index."""
-        os.makedirs(root, mode=0o700)
-        os.chmod(root, 0o700)
-        git = GitRepo.create(root)
-        os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
-        files = template_files()
-        ts = now_ms()
-        init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
-        init_row["seq"], init_row["ts"] = next_seq(ts, 0), ts
-        message = commit_message("init filemem store",
-                                 "Created by `filemem init` from store-template/.", [init_row])
-        pending = PendingObjects()
-        tree, blobs = git.splice(None, files, pending)
-        commit = git.make_commit(tree, [], message, IDENT, ts // 1000, pending)
-        git.write(pending)
-        if not git.cas_head(None, commit, "filemem init"):
-            raise GitError(f"could not create the first commit in {root}")
-        index = GitIndex(git.git_dir)
-        for path, data in files.items():
-            index.set(path, blobs[path], worktree.write(root, path, data))
-        index.write()
-        git.close()
 
     # ------------------------------------------------------------ locking
 
@@ -424,88 +269,39 @@ class Store:
         state = State(
             head=head, tree=commit.tree, config=cfg, config_problem=problem, entries=entries,
             paths=paths, blobs=blobs, noncanonical=frozenset(noncanonical), corrupt=corrupt,
-            usage=_usage(entries), config_blob=config_blob,
+            usage=usage_of(entries), config_blob=config_blob,
         )
-        self._unsaved += len(changes) if base is not None else _SAVE_EVERY
-        if self._unsaved >= _SAVE_EVERY:
-            self._save_cache(state)
+        self._cache.unsaved += len(changes) if base is not None else SAVE_EVERY
+        if self._cache.unsaved >= SAVE_EVERY:
+            self._cache.save(state)
         return state
 
-    # ------------------------------------------------------------ the on-disk view cache
-
-    def _cache_path(self) -> str:
-        return os.path.join(self.meta, "cache", "state.json")
-
     def _load_cache(self) -> State | None:
-        try:
-            with open(self._cache_path(), encoding="utf-8") as f:
-                raw = json.load(f)
-            if raw.get("format") != _CACHE_FORMAT:
-                return None
-            entries: dict[str, Entry] = {}
-            paths: dict[str, str] = {}
-            blobs: dict[str, str] = {}
-            corrupt: dict[str, str] = {}
-            noncanonical: set[str] = set()
-            for path, (blob, fields, reason, canonical) in raw["files"].items():
-                blobs[path] = blob
-                if fields is None:
-                    corrupt[path] = reason
-                    continue
-                (eid, track, scope, wk, ak, text, source, tags, version, created, updated,
-                 session) = fields
-                e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
-                          created, updated, session)
-                entries[eid] = e
-                paths[eid] = path
-                self._parsed[blob] = (e, None, canonical)
-                if not canonical:
-                    noncanonical.add(eid)
-            cfg_blob, cfg_raw = raw.get("config") or (None, None)
-            if cfg_blob and cfg_raw is not None:  # spares a YAML parse on a cold start
-                self._config_cache = (cfg_blob, config_mod.parse(cfg_raw), None)
-            self._saved_tree = raw["tree"]
-            self._saved_config = cfg_blob
-            # the cached tree must still exist (it does unless someone rewrote history and gc'd)
-            self.git.read_tree(raw["tree"])
-        except (OSError, ValueError, KeyError, TypeError, GitError, errors.ProtocolError):
+        loaded = self._cache.load(self._parsed)
+        if loaded is None:
             return None
-        return State(head=raw["head"], tree=raw["tree"], config=None, config_problem=None,
-                     entries=entries, paths=paths, blobs=blobs,
-                     noncanonical=frozenset(noncanonical), corrupt=corrupt,
-                     usage=_usage(entries))
+        state, config = loaded
+        if config is not None:
+            self._config_cache = config
+        return state
 
-    def _save_cache(self, state: State) -> None:
-        files: dict[str, Any] = {}
-        for eid, path in state.paths.items():
-            e = state.entries[eid]
-            files[path] = [state.blobs[path], [
-                e.id, e.track, e.scope, e.workspace_key, e.agent_key, e.text, e.source,
-                list(e.tags), e.version, e.created_at, e.updated_at, e.session_id,
-            ], None, eid not in state.noncanonical]
-        for path, reason in state.corrupt.items():
-            files[path] = [state.blobs.get(path, ""), None, reason, False]
-        cfg = [state.config_blob, config_mod.to_json(state.config)] \
-            if state.config is not None and state.config_blob else None
-        data = json.dumps({"format": _CACHE_FORMAT, "head": state.head, "tree": state.tree,
-                           "config": cfg, "files": files},
-                          ensure_ascii=False, separators=(",", ":"))
-        try:
-            # not durable: a cache lost in a crash is rebuilt from HEAD
-            atomic.atomic_write(self._cache_path(), data.encode("utf-8"), durable=False)
-            self._unsaved = 0
-            self._saved_tree = state.tree
-            self._saved_config = state.config_blob
-            self._saved_at = time.monotonic()
-        except OSError:
-            pass  # the cache is an optimisation; never fail a read or write over it
+    def committed(self, state: State | None, files: int) -> None:
+        """After a commit: serve ``state`` (None: reload from HEAD), save the view cache
+        now and then, pack loose objects now and then, fold the recall log when big."""
+        if state is None:
+            state = self.state()
+        else:
+            self._state = state
+        self._cache.changed(state, files)
+        self.maybe_pack()
+        if self.recall.needs_compaction():
+            self.recall.compact(set(state.entries))
 
     def close(self) -> None:
         """Save the view cache if it is behind and release git handles."""
         st = self._state
-        if st is not None and (self._saved_tree != st.tree
-                               or self._saved_config != st.config_blob):
-            self._save_cache(st)
+        if st is not None and self._cache.behind(st):
+            self._cache.save(st)
         self.git.close()
 
     # ------------------------------------------------------------ the git index
@@ -658,83 +454,15 @@ class Store:
         return [p for p in paths
                 if not worktree.is_clean(self.root, p, head_blobs.get(p), index)]
 
-    def last_seq(self, state: State) -> int:
-        """The highest audit seq so far (HEAD's last row, or the ledger's)."""
-        return max(self._commit_last_seq(state.head), self.ledger.last_seq())
-
-    def _commit_last_seq(self, sha: str) -> int:
-        """The seq of a commit's newest row, without parsing a filemem commit's whole
-        message. Commits made outside filemem take their seq after their first parent's, so
-        a run of them is walked iteratively (no recursion limit on long histories)."""
-        chain: list[CommitInfo] = []
-        base = 0
-        current: str | None = sha
-        while current is not None:
-            cached = self._rows.get(current)
-            if cached is not None:
-                base = int(cached[0]["seq"])
-                break
-            info = self.git.commit(current)
-            seq = last_trailer_seq(info.message)
-            if seq is not None:
-                base = seq
-                break
-            chain.append(info)
-            current = info.parents[0] if info.parents else None
-        for info in reversed(chain):
-            base = int(self.commit_rows(info, after_seq=base)[0]["seq"])
-        return base
-
-    def commit_rows(self, info: CommitInfo, after_seq: int | None = None) -> list[AuditRow]:
-        """The audit rows a commit carries, newest first (a row of its own for a commit
-        made outside filemem, ordered after its parents)."""
-        rows = self._rows.get(info.sha)
-        if rows is None:
-            try:
-                parsed = parse_rows(info.message)
-                problem = None
-            except ValueError as exc:
-                parsed, problem = None, str(exc)
-            if parsed:
-                rows = list(reversed(parsed))
-            else:
-                if after_seq is None:
-                    after_seq = max((self._commit_last_seq(p) for p in info.parents), default=0)
-                ext = external_row(info.sha, info.time, info.message, after_seq)
-                if problem is not None:
-                    ext["outcome"] = f"unreadable audit trailers ({problem}) in {info.sha[:12]}"
-                rows = [ext]
-            if len(self._rows) > 50_000:
-                self._rows.clear()
-            self._rows[info.sha] = rows
-        return rows
-
     def audit(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` audit rows across history and the ledger, newest first."""
-        rows: list[AuditRow] = []
-        head = self.git.head()
-        if head is not None:
-            heap = [(-self.git.commit(head).time, head)]
-            seen: set[str] = set()
-            while heap and len(rows) < limit:
-                _, sha = heapq.heappop(heap)
-                if sha in seen:
-                    continue
-                seen.add(sha)
-                info = self.git.commit(sha)
-                rows.extend(self.commit_rows(info))
-                for parent in info.parents:
-                    if parent not in seen:
-                        heapq.heappush(heap, (-self.git.commit(parent).time, parent))
-        rows.extend(self.ledger.tail(limit))
-        rows.sort(key=lambda r: r["seq"], reverse=True)
-        return [r.copy() for r in rows[:limit]]
+        return self.trail.newest(limit)
 
     def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
         """Record read-side rows (recalled, snapshot) with their seq, under the lock."""
         with self.locked(), private_files():
             ts = now_ms()
-            last = self.last_seq(self.state())
+            last = self.trail.last_seq(self.state().head)
             for r in rows:
                 if r["ts"] is None:
                     r["ts"] = ts
@@ -757,174 +485,3 @@ class Store:
             self.git.pack_loose_objects()
 
 
-class Transaction:
-    """One write under the store lock. :meth:`commit` is the commit point."""
-
-    def __init__(self, store: Store, state: State) -> None:
-        self.store = store
-        self.state = state
-
-    def commit(self, *, puts: list[Entry] = (), deletes: list[Entry] = (),  # type: ignore[assignment]
-               rows: list[AuditRow], subject: str, body: str = "") -> str:
-        """Write one commit that puts/deletes entries and records ``rows``; returns its sha.
-
-        Raises WRITE_DENIED (outcome ``hand-edit-pending``) if a file to change has
-        uncommitted hand edits, and HeadMoved if the branch moved meanwhile.
-        """
-        st, git = self.state, self.store.git
-        changes: dict[str, bytes | None] = {}
-        for e in deletes:
-            changes[st.paths[e.id]] = None
-        for e in puts:
-            path = entry_path(e)
-            old_path = st.paths.get(e.id)
-            if old_path is not None and old_path != path:
-                changes[old_path] = None
-            previous = git.read_blob(st.blobs[old_path]) \
-                if old_path is not None and e.id in st.noncanonical else None
-            changes[path] = codec.encode(e, previous)
-        return self.commit_files(changes, rows=rows, subject=subject, body=body,
-                                 evolve=(puts, deletes))
-
-    def commit_files(self, changes: dict[str, bytes | None], *, rows: list[AuditRow],
-                     subject: str, body: str = "", parents: list[str] | None = None,
-                     evolve: tuple[list[Entry], list[Entry]] | None = None,
-                     allow_dirty: Collection[str] = ()) -> str:
-        """Write one commit changing files (None deletes) on top of HEAD, with extra
-        ``parents`` for a merge; the journal, the compare-and-swap and the working tree as
-        in :meth:`commit`. Without ``evolve`` (the entries put and deleted) the view of
-        HEAD is rebuilt from the new tree. ``allow_dirty``: paths whose uncommitted content
-        is what is being committed (adopting hand edits)."""
-        store, st, git = self.store, self.state, self.store.git
-        head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
-                      for p in changes}
-        if changes:
-            store.check_writable(list(changes))
-        # a path new to HEAD is a fresh id's file: nothing to check there (the file is
-        # created exclusively below, so nothing that appeared meanwhile is overwritten)
-        dirty = store.dirty_paths_at([p for p, sha in head_blobs.items()
-                                      if sha is not None and p not in allow_dirty], head_blobs)
-        if dirty:
-            raise hand_edited(worktree.full_path(store.root, dirty[0]))
-        ts = now_ms()
-        last = store.last_seq(st)
-        for r in rows:
-            r["ts"] = ts
-            r["seq"] = last = next_seq(ts, last)
-        message = commit_message(subject, body, rows)
-        pending = PendingObjects()
-        if changes:
-            tree, blobs = git.splice(st.tree, changes, pending)
-        else:
-            tree, blobs = st.tree, {}
-        commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
-                                 pending)
-        git.write(pending)
-        if changes:
-            store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
-                                                  for p in changes})
-        if not git.cas_head(st.head, commit, subject):
-            store.journal.clear()
-            raise HeadMoved(f"the branch moved while writing {subject!r}")
-        # from here on the write has happened; the rest mirrors it into the working tree
-        self._mirror(commit, changes, blobs,
-                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty})
-        if evolve is not None:
-            self.state = store._state = _evolve(st, commit, tree, *evolve, blobs)
-        else:
-            self.state = store.state()  # reloads the view from the new HEAD
-        store._unsaved += len(changes)
-        if store._unsaved >= _SAVE_EVERY and time.monotonic() - store._saved_at > _SAVE_INTERVAL:
-            store._save_cache(self.state)
-        store.maybe_pack()
-        if store.recall.needs_compaction():
-            store.recall.compact(set(self.state.entries))
-        return commit
-
-    def advance(self, target: str, reason: str) -> None:
-        """Move the branch forward to ``target``, an existing commit that descends from
-        HEAD (a fast-forward to what ``filemem sync`` fetched): no new commit, but the same
-        hand-edit refusal, journal, compare-and-swap and working-tree/index update as
-        :meth:`commit_files`, so a process killed at any instant leaves the store before or
-        after the move, repaired from HEAD by the next open. The caller checks that the
-        target is valid; HeadMoved if the branch moved meanwhile."""
-        store, st, git = self.store, self.state, self.store.git
-        diff = list(git.diff(st.tree, git.commit(target).tree))
-        head_blobs = {path: old for path, old, _new in diff}
-        if diff:
-            store.check_writable(list(head_blobs))
-        # paths new to HEAD included: a file a person put where one is coming is theirs
-        dirty = store.dirty_paths_at(list(head_blobs), head_blobs)
-        if dirty:
-            raise hand_edited(worktree.full_path(store.root, dirty[0]))
-        changes = {path: git.read_blob(new) if new else None for path, _old, new in diff}
-        blobs = {path: new for path, _old, new in diff if new}
-        if diff:
-            store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
-        if not git.cas_head(st.head, target, reason):
-            store.journal.clear()
-            raise HeadMoved(f"the branch moved while {reason}")
-        self._mirror(target, changes, blobs, {p for p, old in head_blobs.items() if old is None})
-        self.state = store.state()
-
-    def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
-                new: set[str]) -> None:
-        """Put the files a commit changed into the working tree and the index, then clear
-        the journal. ``new``: paths created exclusively (nothing may be there yet). If this
-        fails the commit stands and the journal stays: the next transaction (or open)
-        puts the working tree in step with HEAD."""
-        if not changes:
-            return
-        store = self.store
-        try:
-            index = store.index()
-            for path, data in changes.items():
-                if data is None:
-                    worktree.remove(store.root, path)
-                    index.remove(path)
-                else:
-                    index.set(path, blobs[path], worktree.write(
-                        store.root, path, data, new=path in new))
-            store._write_index(index)
-            store.journal.clear()
-        except (OSError, TimeoutError) as exc:
-            log.warning("filemem: commit %s is written, but updating the working tree "
-                        "failed (%s); it will be repaired on the next write", commit, exc)
-
-
-def _evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[Entry],
-            blobs: dict[str, str]) -> State:
-    entries = dict(st.entries)
-    paths = dict(st.paths)
-    all_blobs = dict(st.blobs)
-    noncanonical = set(st.noncanonical)
-    usage = dict(st.usage)
-    for e in deletes:
-        old = entries.pop(e.id)
-        usage[old.layer] -= old.size
-        all_blobs.pop(paths.pop(e.id), None)
-        noncanonical.discard(e.id)
-    for e in puts:
-        previous = entries.get(e.id)
-        if previous is not None:
-            usage[previous.layer] -= previous.size
-        entries[e.id] = e
-        usage[e.layer] += e.size
-        path = entry_path(e)
-        paths[e.id] = path
-        all_blobs[path] = blobs[path]
-        # a spliced file keeps its own keys, so it stays non-canonical; new files are canonical
-    return State(head=head, tree=tree, config=st.config, config_problem=st.config_problem,
-                 entries=entries, paths=paths, blobs=all_blobs,
-                 noncanonical=frozenset(noncanonical), corrupt=dict(st.corrupt), usage=usage,
-                 config_blob=st.config_blob,
-                 _newest=max([st.newest_created(), *(e.created_at for e in puts)]))
-
-
-def hand_edited(path: str) -> errors.ProtocolError:
-    return errors.write_denied(
-        "hand-edit-pending",
-        f"{path} has uncommitted changes made outside filemem; run `filemem status`, then "
-        "adopt or discard them before this entry can be changed",
-        path=path,
-    )

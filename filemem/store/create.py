@@ -1,0 +1,95 @@
+"""Making a new store: the template's files, the first commit, the working tree and the
+index, built in a temporary folder beside the target and renamed into place, so several
+processes creating the same store at once end with one whole store and nobody ever sees a
+half-made one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from filemem import errors
+from filemem.files import worktree
+from filemem.files.gitindex import GitIndex
+from filemem.files.gitrepo import GitError, GitRepo, PendingObjects
+from filemem.model import now_ms
+from filemem.store.auditlog import commit_message, next_seq, row
+from filemem.store.names import CONFIG_FILE, IDENT, META_DIR, private_files
+
+
+def template_files() -> dict[str, bytes]:
+    """The files of ``store-template/`` (installed as ``filemem/_store_template``)."""
+    from importlib import resources
+
+    base: Any = resources.files("filemem") / "_store_template"
+    if not base.is_dir():
+        base = Path(__file__).resolve().parents[2] / "store-template"
+    out: dict[str, bytes] = {}
+
+    def collect(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            name = f"{prefix}{child.name}"
+            if child.is_dir():
+                collect(child, name + "/")
+            elif not child.name.endswith((".pyc",)):
+                out[name] = child.read_bytes()
+
+    collect(base, "")
+    if CONFIG_FILE not in out:
+        raise FileNotFoundError("the store template (store-template/) is not installed")
+    return out
+
+
+def make(root: str) -> None:
+    """Lay a new store down at ``root`` (missing or an empty folder). Returns quietly if a
+    store is there already (another process may have just made it); StoreExists if the
+    folder holds something else."""
+    if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+        if os.path.isdir(os.path.join(root, ".git")):
+            return  # someone made it meanwhile (or it is already a store)
+        raise errors.StoreExists(
+            f"{root} exists and is not empty; choose a new or empty folder for the store"
+        )
+    parent = os.path.dirname(root)
+    os.makedirs(parent, exist_ok=True)
+    with private_files():
+        building = os.path.join(
+            parent, f".{os.path.basename(root)}.filemem-init-{os.getpid()}-"
+                    f"{os.urandom(4).hex()}")
+        try:
+            _lay_down(building)
+            if os.path.isdir(root) and not os.listdir(root) and os.name == "nt":
+                os.rmdir(root)  # Windows cannot rename over an empty folder
+            os.rename(building, root)  # POSIX: replaces a missing or empty folder only
+        except OSError:
+            shutil.rmtree(building, ignore_errors=True)
+            if os.path.isdir(os.path.join(root, ".git")):
+                return  # another process won the race: its store is whole
+            raise
+
+
+def _lay_down(root: str) -> None:
+    """The template's files, the first commit, the working tree and the index."""
+    os.makedirs(root, mode=0o700)
+    os.chmod(root, 0o700)
+    git = GitRepo.create(root)
+    os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
+    files = template_files()
+    ts = now_ms()
+    init_row = row("init", text="filemem store created", outcome="ok", source="filemem")
+    init_row["seq"], init_row["ts"] = next_seq(ts, 0), ts
+    message = commit_message("init filemem store",
+                             "Created by `filemem init` from store-template/.", [init_row])
+    pending = PendingObjects()
+    tree, blobs = git.splice(None, files, pending)
+    commit = git.make_commit(tree, [], message, IDENT, ts // 1000, pending)
+    git.write(pending)
+    if not git.cas_head(None, commit, "filemem init"):
+        raise GitError(f"could not create the first commit in {root}")
+    index = GitIndex(git.git_dir)
+    for path, data in files.items():
+        index.set(path, blobs[path], worktree.write(root, path, data))
+    index.write()
+    git.close()

@@ -1,0 +1,22 @@
+"""The names the store gives its own files, and the mode they are made with."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Final
+
+META_DIR: Final = ".filemem"  # local state, never committed
+CONFIG_FILE: Final = "filemem.yaml"
+IDENT: Final = "filemem <filemem@localhost>"  # author and committer of filemem's commits
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders made inside are private to the owner (0600/0700 on POSIX)."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)

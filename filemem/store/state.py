@@ -1,0 +1,88 @@
+"""The view of one commit: the entries at HEAD, their files, what is invalid, and usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from filemem import errors
+from filemem.config import Config
+from filemem.files.layout import entry_path
+from filemem.model import LAYERS, Entry
+
+
+@dataclass
+class State:
+    """The store as committed at one HEAD. Treat as immutable; writes make a new one."""
+
+    head: str
+    tree: str
+    config: Config | None
+    config_problem: errors.ProtocolError | None
+    entries: dict[str, Entry]
+    paths: dict[str, str]  # entry id -> path
+    blobs: dict[str, str]  # path -> blob sha (entry files only)
+    noncanonical: frozenset[str]  # ids whose file has keys of its own (spliced on replace)
+    corrupt: dict[str, str]  # path -> reason
+    usage: dict[tuple[str, str], int]
+    config_blob: str | None = None
+    _layers: dict[tuple[str, str], list[Entry]] | None = field(default=None, repr=False)
+    _ordered: list[Entry] | None = field(default=None, repr=False)
+    _newest: int | None = field(default=None, repr=False)
+
+    def layer(self, track: str, scope: str) -> list[Entry]:
+        if self._layers is None:
+            layers: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
+            for e in self.entries.values():
+                layers[(e.track, e.scope)].append(e)
+            self._layers = layers
+        return self._layers.get((track, scope), [])
+
+    def newest_created(self) -> int:
+        """The latest createdAt so far (0 if none): new entries are created after it, so the
+        listing order (createdAt, id) is the order of the writes."""
+        if self._newest is None:
+            self._newest = max((e.created_at for e in self.entries.values()), default=0)
+        return self._newest
+
+    def ordered(self) -> list[Entry]:
+        """All entries by (createdAt, id): the listing order."""
+        if self._ordered is None:
+            self._ordered = sorted(self.entries.values(), key=lambda e: (e.created_at, e.id))
+        return self._ordered
+
+
+def usage_of(entries: dict[str, Entry]) -> dict[tuple[str, str], int]:
+    usage = dict.fromkeys(LAYERS, 0)
+    for e in entries.values():
+        usage[(e.track, e.scope)] += e.size
+    return usage
+
+
+def evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[Entry],
+            blobs: dict[str, str]) -> State:
+    entries = dict(st.entries)
+    paths = dict(st.paths)
+    all_blobs = dict(st.blobs)
+    noncanonical = set(st.noncanonical)
+    usage = dict(st.usage)
+    for e in deletes:
+        old = entries.pop(e.id)
+        usage[old.layer] -= old.size
+        all_blobs.pop(paths.pop(e.id), None)
+        noncanonical.discard(e.id)
+    for e in puts:
+        previous = entries.get(e.id)
+        if previous is not None:
+            usage[previous.layer] -= previous.size
+        entries[e.id] = e
+        usage[e.layer] += e.size
+        path = entry_path(e)
+        paths[e.id] = path
+        all_blobs[path] = blobs[path]
+        # a spliced file keeps its own keys, so it stays non-canonical; new files are canonical
+    return State(head=head, tree=tree, config=st.config, config_problem=st.config_problem,
+                 entries=entries, paths=paths, blobs=all_blobs,
+                 noncanonical=frozenset(noncanonical), corrupt=dict(st.corrupt), usage=usage,
+                 config_blob=st.config_blob,
+                 _newest=max([st.newest_created(), *(e.created_at for e in puts)]))
+

@@ -1,0 +1,171 @@
+"""One write under the store lock: :meth:`Transaction.commit` is the commit point.
+
+Objects first, then the journal, then the compare-and-swap of the branch (HeadMoved if it
+moved: someone used git), then the working tree and the index, then the journal cleared. A
+write killed at any instant is finished or undone from HEAD by the next transaction or open.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from filemem import errors
+from filemem.files import codec, worktree
+from filemem.files.gitrepo import PendingObjects
+from filemem.files.layout import entry_path, is_entry_path
+from filemem.model import Entry, now_ms
+from filemem.store.auditlog import commit_message, next_seq
+from filemem.store.names import IDENT
+from filemem.store.state import State, evolve
+from filemem.types import AuditRow
+
+if TYPE_CHECKING:
+    from filemem.store.core import Store
+
+log = logging.getLogger("filemem")
+
+
+class HeadMoved(Exception):
+    """The branch moved between reading HEAD and the compare-and-swap (someone used git)."""
+
+
+class Transaction:
+    """One write under the store lock. :meth:`commit` is the commit point."""
+
+    def __init__(self, store: Store, state: State) -> None:
+        self.store = store
+        self.state = state
+
+    def commit(self, *, puts: list[Entry] = (), deletes: list[Entry] = (),  # type: ignore[assignment]
+               rows: list[AuditRow], subject: str, body: str = "") -> str:
+        """Write one commit that puts/deletes entries and records ``rows``; returns its sha.
+
+        Raises WRITE_DENIED (outcome ``hand-edit-pending``) if a file to change has
+        uncommitted hand edits, and HeadMoved if the branch moved meanwhile.
+        """
+        st, git = self.state, self.store.git
+        changes: dict[str, bytes | None] = {}
+        for e in deletes:
+            changes[st.paths[e.id]] = None
+        for e in puts:
+            path = entry_path(e)
+            old_path = st.paths.get(e.id)
+            if old_path is not None and old_path != path:
+                changes[old_path] = None
+            previous = git.read_blob(st.blobs[old_path]) \
+                if old_path is not None and e.id in st.noncanonical else None
+            changes[path] = codec.encode(e, previous)
+        return self.commit_files(changes, rows=rows, subject=subject, body=body,
+                                 evolve_with=(puts, deletes))
+
+    def commit_files(self, changes: dict[str, bytes | None], *, rows: list[AuditRow],
+                     subject: str, body: str = "", parents: list[str] | None = None,
+                     evolve_with: tuple[list[Entry], list[Entry]] | None = None,
+                     allow_dirty: Collection[str] = ()) -> str:
+        """Write one commit changing files (None deletes) on top of HEAD, with extra
+        ``parents`` for a merge; the journal, the compare-and-swap and the working tree as
+        in :meth:`commit`. Without ``evolve_with`` (the entries put and deleted) the view of
+        HEAD is rebuilt from the new tree. ``allow_dirty``: paths whose uncommitted content
+        is what is being committed (adopting hand edits)."""
+        store, st, git = self.store, self.state, self.store.git
+        head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
+                      for p in changes}
+        if changes:
+            store.check_writable(list(changes))
+        # a path new to HEAD is a fresh id's file: nothing to check there (the file is
+        # created exclusively below, so nothing that appeared meanwhile is overwritten)
+        dirty = store.dirty_paths_at([p for p, sha in head_blobs.items()
+                                      if sha is not None and p not in allow_dirty], head_blobs)
+        if dirty:
+            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        ts = now_ms()
+        last = store.trail.last_seq(st.head)
+        for r in rows:
+            r["ts"] = ts
+            r["seq"] = last = next_seq(ts, last)
+        message = commit_message(subject, body, rows)
+        pending = PendingObjects()
+        if changes:
+            tree, blobs = git.splice(st.tree, changes, pending)
+        else:
+            tree, blobs = st.tree, {}
+        commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
+                                 pending)
+        git.write(pending)
+        if changes:
+            store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
+                                                  for p in changes})
+        if not git.cas_head(st.head, commit, subject):
+            store.journal.clear()
+            raise HeadMoved(f"the branch moved while writing {subject!r}")
+        # from here on the write has happened; the rest mirrors it into the working tree
+        self._mirror(commit, changes, blobs,
+                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty})
+        if evolve_with is not None:
+            self.state = evolve(st, commit, tree, *evolve_with, blobs)
+            store.committed(self.state, len(changes))
+        else:
+            self.state = store.state()  # reloads the view from the new HEAD
+            store.committed(None, len(changes))
+        return commit
+
+    def advance(self, target: str, reason: str) -> None:
+        """Move the branch forward to ``target``, an existing commit that descends from
+        HEAD (a fast-forward to what ``filemem sync`` fetched): no new commit, but the same
+        hand-edit refusal, journal, compare-and-swap and working-tree/index update as
+        :meth:`commit_files`, so a process killed at any instant leaves the store before or
+        after the move, repaired from HEAD by the next open. The caller checks that the
+        target is valid; HeadMoved if the branch moved meanwhile."""
+        store, st, git = self.store, self.state, self.store.git
+        diff = list(git.diff(st.tree, git.commit(target).tree))
+        head_blobs = {path: old for path, old, _new in diff}
+        if diff:
+            store.check_writable(list(head_blobs))
+        # paths new to HEAD included: a file a person put where one is coming is theirs
+        dirty = store.dirty_paths_at(list(head_blobs), head_blobs)
+        if dirty:
+            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        changes = {path: git.read_blob(new) if new else None for path, _old, new in diff}
+        blobs = {path: new for path, _old, new in diff if new}
+        if diff:
+            store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
+        if not git.cas_head(st.head, target, reason):
+            store.journal.clear()
+            raise HeadMoved(f"the branch moved while {reason}")
+        self._mirror(target, changes, blobs, {p for p, old in head_blobs.items() if old is None})
+        self.state = store.state()
+
+    def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
+                new: set[str]) -> None:
+        """Put the files a commit changed into the working tree and the index, then clear
+        the journal. ``new``: paths created exclusively (nothing may be there yet). If this
+        fails the commit stands and the journal stays: the next transaction (or open)
+        puts the working tree in step with HEAD."""
+        if not changes:
+            return
+        store = self.store
+        try:
+            index = store.index()
+            for path, data in changes.items():
+                if data is None:
+                    worktree.remove(store.root, path)
+                    index.remove(path)
+                else:
+                    index.set(path, blobs[path], worktree.write(
+                        store.root, path, data, new=path in new))
+            store._write_index(index)
+            store.journal.clear()
+        except (OSError, TimeoutError) as exc:
+            log.warning("filemem: commit %s is written, but updating the working tree "
+                        "failed (%s); it will be repaired on the next write", commit, exc)
+
+
+def hand_edited(path: str) -> errors.ProtocolError:
+    return errors.write_denied(
+        "hand-edit-pending",
+        f"{path} has uncommitted changes made outside filemem; run `filemem status`, then "
+        "adopt or discard them before this entry can be changed",
+        path=path,
+    )
