@@ -14,7 +14,6 @@ and the new text; for a seed every entry).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,12 +22,7 @@ from filemem.config import Config
 from filemem.types import Payload
 
 ALLOWED: Final = "allowed-once"
-OUTCOMES: Final = ("allowed-once", "rejected", "cancelled", "unavailable")
 REQUEST_MARKER: Final = "[dsh-memento]"
-_REASON_RE: Final = re.compile(
-    r"^\[dsh-memento\] ([a-z]+)(?: \((\d+) entries\))? ([a-z]+)/([a-z-]+)"
-    r"(?: \[source:([^\]]+)\])?\n([\s\S]*)$"
-)
 
 
 @dataclass(frozen=True)
@@ -71,20 +65,6 @@ def reason(payload: Payload) -> str:
     source = f" [source:{payload['source']}]" if payload.get("source") is not None else ""
     return (f"{REQUEST_MARKER} {payload['action']}{count} {payload['track']}/{payload['scope']}"
             f"{source}\n{payload['text']}")
-
-
-def parse_reason(text: str) -> dict[str, Any] | None:
-    """The payload back from a reason string (None if it is not a filemem request)."""
-    m = _REASON_RE.match(text)
-    if not m:
-        return None
-    action, count, track, scope, source, body = m.groups()
-    out: dict[str, Any] = {"action": action, "track": track, "scope": scope, "text": body}
-    if count is not None:
-        out["count"] = int(count)
-    if source is not None:
-        out["source"] = source
-    return out
 
 
 def resolve_policy(config: Config, payload: Payload) -> tuple[str, str | None]:

@@ -74,10 +74,6 @@ class FilememError(Exception):
 class ProtocolError(FilememError):
     """A dsh-memory-protocol/v1 error. Nothing was changed when one is raised."""
 
-    def to_public(self) -> dict[str, Any]:
-        """The reference's flat projection: ``{code, message, ...details}``."""
-        return {"code": self.code, "message": self.message, **self.details}
-
 
 class StoreNotFound(FilememError):
     """There is no filemem store at the path (``filemem init`` makes one)."""
@@ -159,15 +155,6 @@ def write_denied(outcome: str, detail: str | None = None, **extra: Any) -> Proto
         WRITE_DENIED,
         f"memory write not approved (approval outcome: {outcome}{suffix}); nothing was written",
         {"outcome": outcome, **extra},
-    )
-
-
-def proposal_not_found(pid: str, status: str | None = None) -> ProtocolError:
-    already = f" (already {status})" if status else ""
-    return ProtocolError(
-        PROPOSAL_NOT_FOUND,
-        f'proposal "{pid}" is not a pending proposal{already}; nothing was changed',
-        {"id": pid},
     )
 
 

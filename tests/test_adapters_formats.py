@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 import filemem
-from filemem.owner.adapters import default_registry
+from filemem.adapters import default_registry
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "adapters"
 CLAUDE_DIR = FIX / "claude" / "projects" / "-Users-me-code-api" / "memory"
@@ -269,7 +269,7 @@ def test_claude_memory_directory() -> None:
 
 
 def test_claude_project_names() -> None:
-    from filemem.owner.adapters import shipped_module
+    from filemem.adapters import shipped_module
 
     shipped_module()  # filemem._adapters: installed, or this checkout's adapters/ folder
     from filemem._adapters.claude_code import (  # type: ignore[import-untyped]

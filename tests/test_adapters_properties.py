@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import filemem
+from filemem.adapters import default_registry, shipped_module
 from filemem.jsstr import utf16_len
-from filemem.owner.adapters import default_registry, shipped_module
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem.owner import adapters
-from filemem.owner.adapters import Registry
+from filemem import adapters
+from filemem.adapters import Registry
 from tests.conftest import ROOT, run_cli
 
 
@@ -222,7 +222,7 @@ name = "filemem-notes-adapter"
 version = "0.3.0"
 description = "A plain-notes adapter for filemem"
 
-[project.entry-points."filemem.owner.adapters"]
+[project.entry-points."filemem.adapters"]
 plain-notes = "filemem_notes_adapter:NotesAdapter"
 broken-one = "filemem_notes_adapter:missing_name"
 clashing = "filemem_notes_adapter:clash"
@@ -259,7 +259,7 @@ def clash():
 
 
 def test_third_party_adapter_through_an_entry_point(tmp_path: Path) -> None:
-    """Build a real package with a ``filemem.owner.adapters`` entry point, pip-install it into a
+    """Build a real package with a ``filemem.adapters`` entry point, pip-install it into a
     folder, and use it from the real CLI with that folder on PYTHONPATH."""
     src = tmp_path / "plugin"
     (src / "filemem_notes_adapter").mkdir(parents=True)
@@ -325,7 +325,7 @@ def test_a_plugin_that_fails_to_import_does_not_break_filemem(tmp_path: Path) ->
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-plugin\nVersion: 1.0\n",
                                    encoding="utf-8")
     (info / "entry_points.txt").write_text(
-        "[filemem.owner.adapters]\nexplodes = bad_plugin_module:Adapter\n", encoding="utf-8")
+        "[filemem.adapters]\nexplodes = bad_plugin_module:Adapter\n", encoding="utf-8")
     (site / "bad_plugin_module.py").write_text("raise RuntimeError('boom at import')\n",
                                                encoding="utf-8")
     out = run_cli("adapters", env={"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
@@ -341,7 +341,7 @@ def test_entry_points_can_name_factories_and_lists(tmp_path: Path) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: multi\nVersion: 1.0\n",
                                    encoding="utf-8")
     (info / "entry_points.txt").write_text(
-        "[filemem.owner.adapters]\nboth = multi_adapters:ADAPTERS\nmade = multi_adapters:make\n",
+        "[filemem.adapters]\nboth = multi_adapters:ADAPTERS\nmade = multi_adapters:make\n",
         encoding="utf-8")
     (site / "multi_adapters.py").write_text(textwrap.dedent('''\
         class A:

@@ -4,6 +4,7 @@ write nothing (filemem choice 11)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,6 @@ from typing import Any
 import pytest
 
 import filemem
-from filemem.approval import parse_reason
 from tests.conftest import Recorder, assert_clean_repo, ctx
 
 MakeProvider = Callable[..., filemem.Provider]
@@ -19,6 +19,27 @@ UG = {"track": "user", "scope": "user-global"}
 UW = {"track": "user", "scope": "workspace"}
 AG = {"track": "agent", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
+
+# the reason string's grammar, read back: a host that only gets the string can recover the
+# whole payload from it
+_REASON_RE = re.compile(
+    r"^\[dsh-memento\] ([a-z]+)(?: \((\d+) entries\))? ([a-z]+)/([a-z-]+)"
+    r"(?: \[source:([^\]]+)\])?\n([\s\S]*)$"
+)
+
+
+def parse_reason(text: str) -> dict[str, Any] | None:
+    m = _REASON_RE.match(text)
+    if not m:
+        return None
+    action, count, track, scope, source, body = m.groups()
+    out: dict[str, Any] = {"action": action, "track": track, "scope": scope, "text": body}
+    if count is not None:
+        out["count"] = int(count)
+    if source is not None:
+        out["source"] = source
+    return out
+
 
 
 def expect(code: str, fn: Callable[[], Any]) -> filemem.ProtocolError:

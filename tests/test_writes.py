@@ -292,8 +292,6 @@ def test_budget_exceeded_message_and_details(make_provider: MakeProvider) -> Non
                            "needed": 16}
     assert err.message == ("memory budget exceeded: user/user-global at 12/12 chars, this write "
                            "needs 16 chars; consolidate or remove entries, then retry")
-    assert err.to_public() == {"code": "BUDGET_EXCEEDED", "message": err.message,
-                               **err.details}
     assert texts(p) == ["twelve chars"]
     assert p.audit_list(1)[0]["action"] == "add"  # nobody was asked: no row
     p.remove({**UG, "match": "twelve"}, ctx())

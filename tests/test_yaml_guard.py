@@ -11,8 +11,8 @@ from ruamel.yaml.error import YAMLError
 
 import filemem
 from filemem import config, yamlsafe
+from filemem.adapters import default_registry
 from filemem.files.codec import CodecError, decode
-from filemem.owner.adapters import default_registry
 from tests.conftest import ROOT
 
 CLAUDE = "claude-code-memory-md"

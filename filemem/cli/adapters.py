@@ -17,10 +17,10 @@ from typing import Any, Final
 import click
 
 from filemem import errors
+from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
 from filemem.owner import write_export
-from filemem.owner.adapters import ID_RE, default_registry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -33,7 +33,7 @@ def adapters_command(as_json: bool) -> None:
     """List the memory adapters: Hermes, Claude Code, mem0 and any installed plugins.
 
     Use one with `filemem import --adapter ID PATH` or `filemem export --adapter ID`.
-    Plugins register through the `filemem.owner.adapters` entry-point group.
+    Plugins register through the `filemem.adapters` entry-point group.
     """
     registry = default_registry()
     rows = registry.list()

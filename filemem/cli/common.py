@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from filemem.owner import Owner
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_PROTOCOL, EXIT_USAGE, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY = 1, 2, 3, 4, 5
+EXIT_PROTOCOL, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY = 1, 3, 4, 5  # 2: click's usage errors
 EXIT_CODES: dict[str, int] = {  # error code -> exit status; any other error exits 1
     errors.WRITE_DENIED: EXIT_DENIED,
     errors.NO_STORE: EXIT_NO_STORE,

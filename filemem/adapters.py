@@ -17,7 +17,7 @@ directory is ``{"files": {name: text}, "path"}``, JSON is the parsed value; an e
 returns a string is a text file, ``{"files": {...}}`` a directory, anything else JSON.
 
 Where adapters come from: the ones shipped in the top-level ``adapters/`` folder (installed
-as ``filemem._adapters``), third-party packages through the ``filemem.owner.adapters``
+as ``filemem._adapters``), third-party packages through the ``filemem.adapters``
 entry-point group (discovered when the default registry is first used), and
 :func:`register` at run time. An entry point names an adapter object, a class or factory
 that makes one, or a list of them. A broken third-party adapter is reported in
@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from filemem import errors
 
-ENTRY_POINT_GROUP: Final = "filemem.owner.adapters"
+ENTRY_POINT_GROUP: Final = "filemem.adapters"
 ID_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 SHIPPED_MODULE: Final = "filemem._adapters"
 _MISSING: Final = object()
@@ -200,7 +200,7 @@ class Registry:
             self.register(adapter, origin="filemem")
 
     def discover(self) -> None:
-        """Register third-party adapters from the ``filemem.owner.adapters`` entry points.
+        """Register third-party adapters from the ``filemem.adapters`` entry points.
 
         Each failure (import error, invalid adapter, duplicate id) is recorded in
         :attr:`problems` and skipped, so one broken plugin cannot break the others.
@@ -236,7 +236,7 @@ def shipped_module() -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != SHIPPED_MODULE:
             raise
-    folder = Path(__file__).resolve().parents[2] / "adapters"
+    folder = Path(__file__).resolve().parent.parent / "adapters"
     spec = importlib.util.spec_from_file_location(
         SHIPPED_MODULE, folder / "__init__.py", submodule_search_locations=[str(folder)])
     if spec is None or spec.loader is None:
