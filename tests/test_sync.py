@@ -19,6 +19,8 @@ import pytest
 import filemem
 from filemem.files.gitrepo import PendingObjects
 from filemem.files.layout import entry_path
+from filemem.owner import merge as fmerge
+from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
 from tests.conftest import assert_clean_repo, ctx, git, run_cli
 
@@ -45,7 +47,7 @@ def bare_remote(path: Path) -> Path:
 def machines(tmp_path: Path) -> Iterator[Machines]:
     remote = bare_remote(tmp_path / "remote.git")
     a = filemem.open_store(tmp_path / "A", create=True, write_policy="auto")
-    fsync.add_remote(a.store, "origin", str(remote))
+    fremotes.add_remote(a.store, "origin", str(remote))
     fsync.sync(a.store)
     fsync.clone(str(remote), str(tmp_path / "B"))
     b = filemem.open_store(tmp_path / "B", write_policy="auto")
@@ -168,7 +170,7 @@ def test_same_entry_replaced_on_both_sides_keeps_both(machines: Machines) -> Non
     git_repo = m.a.store.git
     merge_commit = git_repo.commit(merge["commit"])
     ours, theirs = merge_commit.parents
-    changes = fsync.merge_changes(git_repo, ours, theirs)
+    changes = fmerge.merge_changes(git_repo, ours, theirs)
     tree, _ = git_repo.splice(git_repo.commit(ours).tree, changes, PendingObjects())
     assert tree == merge_commit.tree
 
@@ -250,7 +252,7 @@ def test_two_stores_made_apart_join(tmp_path: Path, machines: Machines) -> None:
     fsync.sync(m.a.store)
     with filemem.open_store(tmp_path / "C", create=True, write_policy="auto") as c:
         add(c, "from C, a store made with its own `filemem init`")
-        fsync.add_remote(c.store, "origin", str(m.remote))
+        fremotes.add_remote(c.store, "origin", str(m.remote))
         result = fsync.sync(c.store)
         (merge,) = [s for s in result.steps if s["kind"] == "merge"]
         assert merge["base"] is None and merge["conflicts"] == []
@@ -267,7 +269,7 @@ def test_two_stores_made_apart_join(tmp_path: Path, machines: Machines) -> None:
 ])
 def test_three_way_merge_of_other_files(mine: bytes, other: bytes,
                                         merged: bytes | None) -> None:
-    assert fsync.three_way(b"a\nb\nc\nd\ne\n", mine, other) == merged
+    assert fmerge.three_way(b"a\nb\nc\nd\ne\n", mine, other) == merged
 
 
 # ---------------------------------------------------------------- refusals
@@ -338,7 +340,7 @@ def test_sync_without_a_remote_says_how_to_add_one(tmp_path: Path) -> None:
 def test_unusable_remotes_are_refused_clearly(tmp_path: Path, machines: Machines) -> None:
     m = machines
     store = m.a.store
-    fsync.add_remote(store, "nowhere", str(tmp_path / "missing.git"))
+    fremotes.add_remote(store, "nowhere", str(tmp_path / "missing.git"))
     with pytest.raises(fsync.SyncError) as err:
         fsync.sync(store, "nowhere")
     assert err.value.code == "REMOTE_UNREACHABLE" and "git init --bare" in err.value.message
@@ -348,16 +350,16 @@ def test_unusable_remotes_are_refused_clearly(tmp_path: Path, machines: Machines
     git(tmp_path / "work", "add", "notes.txt")
     git(tmp_path / "work", "commit", "-qm", "notes")
     git(tmp_path / "work", "push", "-q", "origin", "HEAD:main")
-    fsync.add_remote(store, "other", str(other))
+    fremotes.add_remote(store, "other", str(other))
     with pytest.raises(fsync.SyncError) as err:
         fsync.sync(store, "other")
     assert err.value.code == "REMOTE_NOT_A_STORE"
     add(m.a, "ahead")
-    fsync.add_remote(store, "working", str(m.b_path))  # a store with main checked out
+    fremotes.add_remote(store, "working", str(m.b_path))  # a store with main checked out
     with pytest.raises(fsync.SyncError) as err:
         fsync.sync(store, "working")
     assert err.value.code == "BAD_REMOTE" and "bare" in err.value.message
-    assert fsync.pick_remote(store.git, None).name == "origin"  # several: origin is the default
+    assert fremotes.pick_remote(store.git, None).name == "origin"  # several: origin is the default
 
 
 def test_push_is_a_compare_and_swap(machines: Machines) -> None:
@@ -367,8 +369,8 @@ def test_push_is_a_compare_and_swap(machines: Machines) -> None:
     fsync.sync(m.b.store)
     moved = head(m.remote, "main")
     add(m.a, "A is behind")
-    remote = fsync.pick_remote(m.a.store.git, None)
-    assert fsync.push(m.a.store.git, remote, stale, head(m.a_path)) is False
+    remote = fremotes.pick_remote(m.a.store.git, None)
+    assert fremotes.push(m.a.store.git, remote, stale, head(m.a_path)) is False
     assert head(m.remote, "main") == moved
     result = fsync.sync(m.a.store)  # fetches, merges, pushes
     assert [s["kind"] for s in result.steps] == ["merge", "push"]
@@ -421,7 +423,7 @@ def test_sync_over_the_ssh_transport(tmp_path: Path, machines: Machines,
     shim.write_text('#!/bin/sh\nfor last; do :; done\nexec sh -c "$last"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("GIT_SSH_COMMAND", str(shim))
-    fsync.add_remote(m.b.store, "server", f"ssh://localhost{m.remote}")
+    fremotes.add_remote(m.b.store, "server", f"ssh://localhost{m.remote}")
     add(m.a, "pushed by A over a path")
     add(m.b, "pushed by B over ssh")
     fsync.sync(m.a.store)

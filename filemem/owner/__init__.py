@@ -23,10 +23,11 @@ from typing import Any
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, sync, watch
+from filemem.owner import handedits, history, remotes, sync, watch
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
-from filemem.owner.sync import Progress, Remote, SyncResult, normalize_url
+from filemem.owner.remotes import Progress, Remote, normalize_url
+from filemem.owner.sync import SyncResult
 from filemem.provider import Provider
 from filemem.session import writer_of
 from filemem.store.auditlog import row
@@ -180,13 +181,13 @@ class Owner:
     # ------------------------------------------------------------ remotes and sync
 
     def remotes(self) -> list[Remote]:
-        return sync.remotes(self._store.git)
+        return remotes.remotes(self._store.git)
 
     def add_remote(self, name: str, url: str) -> Remote:
-        return sync.add_remote(self._store, name, url)
+        return remotes.add_remote(self._store, name, url)
 
     def remove_remote(self, name: str) -> Remote:
-        return sync.remove_remote(self._store, name)
+        return remotes.remove_remote(self._store, name)
 
     def sync(self, name: str | None = None, *, progress: Progress | None = None) -> SyncResult:
         return sync.sync(self._store, name, progress=progress)

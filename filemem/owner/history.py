@@ -217,7 +217,7 @@ def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow]) -> list[s
     """A filemem merge (``filemem sync``) must be exactly the merge of its two parents:
     recompute it and compare trees."""
     from filemem.files.gitrepo import PendingObjects
-    from filemem.owner.sync import merge_changes
+    from filemem.owner.merge import merge_changes
 
     if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
             or len(info.parents) != 2:

@@ -1,0 +1,351 @@
+"""Remotes and the transport of a sync.
+
+A store's remotes are git's own ``[remote "NAME"]`` sections in its ``.git/config``. The
+transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch only adds
+objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
+``main``. A remote reached as a local path is checked first (never a working store) and a
+ref lock that a killed push left there is cleared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from filemem.errors import SyncError
+from filemem.files.gitrepo import BRANCH, GitRepo
+from filemem.store.core import Store
+
+BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
+STALE_REF_LOCK: Final = 5.0  # seconds: a ref lock this old on a local remote is a dead push's
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+Progress = Callable[[bytes], None]
+
+# ---------------------------------------------------------------- remotes
+
+
+@dataclass(frozen=True)
+class Remote:
+    name: str
+    url: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "url": self.url}
+
+
+def remotes(git: GitRepo) -> list[Remote]:
+    """The remotes in the store's ``.git/config`` (git's own ``[remote "NAME"]`` sections)."""
+    config = git.repo.get_config()
+    out = []
+    for section in config.sections():
+        if len(section) == 2 and section[0] == b"remote":
+            with contextlib.suppress(KeyError):
+                url = config.get(section, b"url")
+                out.append(Remote(section[1].decode("utf-8", "replace"),
+                                  url.decode("utf-8", "replace")))
+    return sorted(out, key=lambda r: r.name)
+
+
+def normalize_url(url: str) -> str:
+    """A URL as stored: local paths become absolute (a sync may run from any folder);
+    ``ssh://``, ``file://``, ``host:path``, ``https://`` are kept as given."""
+    from dulwich.client import parse_rsync_url
+
+    url = url.strip()
+    if not url:
+        raise SyncError("BAD_REMOTE", "the remote URL is empty")
+    if "://" in url:
+        return url
+    with contextlib.suppress(ValueError):
+        parse_rsync_url(url)  # user@host:path
+        return url
+    return os.path.abspath(os.path.expanduser(url))
+
+
+def add_remote(store: Store, name: str, url: str) -> Remote:
+    """Record a remote (``git remote add`` in the store's ``.git/config``)."""
+    if not _NAME_RE.match(name) or ".." in name or name.endswith((".lock", ".")):
+        raise SyncError("BAD_REMOTE", f"{name!r} is not a usable remote name: use letters, "
+                                      "digits, '.', '_' and '-' (like `origin`)")
+    remote = Remote(name, normalize_url(url))
+    with store.locked():
+        existing = {r.name: r for r in remotes(store.git)}
+        if name in existing:
+            raise SyncError("REMOTE_EXISTS", f"remote {name} already exists "
+                                             f"({existing[name].url}); remove it first with "
+                                             f"`filemem remote remove {name}`")
+        write_remote(store.git, remote)
+    return remote
+
+
+def write_remote(git: GitRepo, remote: Remote) -> None:
+    config = git.repo.get_config()
+    section = (b"remote", remote.name.encode())
+    config.set(section, b"url", remote.url.encode())
+    config.set(section, b"fetch", f"+refs/heads/*:refs/remotes/{remote.name}/*".encode())
+    config.write_to_path()
+
+
+def remove_remote(store: Store, name: str) -> Remote:
+    """Forget a remote and its remote-tracking refs (``git remote remove``)."""
+    with store.locked():
+        found = {r.name: r for r in remotes(store.git)}.get(name)
+        if found is None:
+            raise SyncError("NO_REMOTE", f"there is no remote {name!r} (see `filemem remote "
+                                         "list`)")
+        config = store.git.repo.get_config()
+        del config[(b"remote", name.encode())]
+        config.write_to_path()
+        refs: Any = store.git.repo.refs
+        prefix = f"refs/remotes/{name}/".encode()
+        for ref in list(refs.keys(base=prefix)):
+            refs.remove_if_equals(prefix + ref, None)
+    return found
+
+
+def pick_remote(git: GitRepo, name: str | None) -> Remote:
+    """The remote to sync with: ``name``, else the only one, else ``origin``."""
+    known = remotes(git)
+    if not known:
+        raise SyncError("NO_REMOTE", "this store has no remote to sync with; add one with "
+                                     "`filemem remote add origin URL` (for example a bare "
+                                     "repository made with `git init --bare -b main`)")
+    by_name = {r.name: r for r in known}
+    if name is not None:
+        if name not in by_name:
+            raise SyncError("NO_REMOTE", f"there is no remote {name!r}; known: "
+                                         f"{', '.join(sorted(by_name))}")
+        return by_name[name]
+    if len(known) == 1:
+        return known[0]
+    if "origin" in by_name:
+        return by_name["origin"]
+    raise SyncError("NO_REMOTE", "this store has several remotes and none is called origin; "
+                                 f"name one: filemem sync {known[0].name}")
+
+
+# ---------------------------------------------------------------- transport
+
+
+def _client(git: GitRepo, url: str) -> tuple[Any, str]:
+    from dulwich.client import get_transport_and_path
+
+    ssh = os.environ.get("GIT_SSH_COMMAND") or os.environ.get("GIT_SSH")
+    try:
+        return get_transport_and_path(url, config=git.repo.get_config_stack(),
+                                      ssh_command=ssh)
+    except ValueError as exc:
+        raise SyncError("BAD_REMOTE", f"cannot use the remote URL {url!r}: {exc}") from exc
+
+
+def _local_path(client: Any, path: str) -> str | None:
+    """The folder of a remote reached as a local path (``/mnt/usb/memory.git``, file://)."""
+    from dulwich.client import LocalGitClient
+
+    return os.fsdecode(path) if isinstance(client, LocalGitClient) else None
+
+
+@contextlib.contextmanager
+def _transport_errors(remote: Remote, doing: str) -> Iterator[None]:
+    from dulwich.errors import GitProtocolError, NotGitRepository
+
+    try:
+        yield
+    except NotGitRepository as exc:
+        raise SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name}: {remote.url} is "
+                        "not a git repository (make one with `git init --bare -b main "
+                        f"{remote.url}`)") from exc
+    except (GitProtocolError, OSError) as exc:
+        raise SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name} ({remote.url}): "
+                        f"{exc or type(exc).__name__}") from exc
+
+
+def _progress_fn(progress: Progress | None) -> Callable[[Any], None] | None:
+    if progress is None:
+        return None
+
+    def report(data: Any) -> None:
+        progress(data.encode() if isinstance(data, str) else bytes(data))
+
+    return report
+
+
+def tracking_ref(remote: Remote) -> bytes:
+    return f"refs/remotes/{remote.name}/{BRANCH}".encode()
+
+
+def _set_tracking(git: GitRepo, remote: Remote, sha: str) -> None:
+    """Remember where the remote's branch was (``git log origin/main`` works)."""
+    from dulwich.file import FileLocked
+
+    refs: Any = git.repo.refs
+    ref = tracking_ref(remote)
+    with contextlib.suppress(FileLocked):  # a person's `git fetch` right now: it sets it too
+        refs.set_if_equals(ref, None, sha.encode(), message=b"filemem sync")
+
+
+def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str | None:
+    """Fetch the remote's ``main`` into the object store; its commit, or None if the
+    remote has no ``main`` yet. Only adds objects (and the remote-tracking ref)."""
+    client, path = _client(git, remote.url)
+    repo = git.repo
+    store: Any = repo.object_store
+
+    def wants(refs: Any, depth: int | None = None) -> list[Any]:
+        sha = refs.get(BRANCH_REF)
+        return [] if sha is None or sha in store else [sha]
+
+    with _transport_errors(remote, "fetch from"):
+        result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
+                              progress=_progress_fn(progress))
+    sha = (result.refs or {}).get(BRANCH_REF)
+    if sha is None:
+        return None
+    head = str(sha.decode())
+    _set_tracking(git, remote, head)
+    return head
+
+
+def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
+         progress: Progress | None = None) -> bool:
+    """Move the remote's ``main`` from ``expected`` (None: absent) to ``new``, a commit
+    that descends from it. False if the remote's ``main`` is no longer ``expected``
+    (someone pushed meanwhile: fetch and merge again). SyncError if the remote refuses."""
+    from dulwich.file import FileLocked
+
+    client, path = _client(git, remote.url)
+    local = _local_path(client, path)
+    if local is not None:
+        _check_local_target(local, remote)
+    repo = git.repo
+    moved: list[Any] = []
+
+    def update_refs(refs: Any) -> Any:
+        current = refs.get(BRANCH_REF)
+        if (current.decode() if current else None) != expected:
+            moved.append(current)
+            return {}
+        return {BRANCH_REF: new.encode()}
+
+    def pack_data(have: Any, want: Any, *, ofs_delta: bool = False,
+                  progress: Any = None) -> Any:
+        return repo.generate_pack_data(set(have), set(want), progress=progress,
+                                       ofs_delta=ofs_delta)
+
+    with _transport_errors(remote, "push to"):
+        try:
+            result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
+                                      progress=_progress_fn(progress))
+        except FileLocked:
+            return False  # another push is moving the ref right now: fetch and retry
+    if moved:
+        return False
+    problem = (result.ref_status or {}).get(BRANCH_REF)
+    if problem:
+        if _remote_head(client, path, remote) != expected:
+            return False  # lost a race to another push
+        raise SyncError("PUSH_REJECTED", f"{remote.name} ({remote.url}) refused the push of "
+                                         f"{BRANCH}: {problem}")
+    _set_tracking(git, remote, new)
+    if local is not None and expected is None:
+        _point_head_at_branch(local)
+    return True
+
+
+def _remote_head(client: Any, path: str, remote: Remote) -> str | None:
+    with _transport_errors(remote, "read the branches of"):
+        refs = client.get_refs(os.fsencode(path))
+    sha = getattr(refs, "refs", refs).get(BRANCH_REF)
+    return sha.decode() if sha else None
+
+
+def _check_local_target(path: str, remote: Remote) -> None:
+    """Refuse to push into a working store (its files would not follow its branch), and
+    clear a ref lock that a killed push left on a local remote."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    try:
+        with contextlib.closing(Repo(path)) as target:
+            bare = target.bare
+            git_dir = target.controldir()
+            symrefs: dict[Any, Any] = target.refs.get_symrefs()
+            head = symrefs.get(b"HEAD")
+    except NotGitRepository as exc:
+        raise SyncError("REMOTE_UNREACHABLE", f"{remote.url} is not a git repository; make "
+                        f"one with `git init --bare -b main {remote.url}`") from exc
+    if not bare and head == BRANCH_REF:
+        raise SyncError("BAD_REMOTE", f"{remote.url} is a working store with {BRANCH} checked "
+                        "out: pushing there would leave its files behind its branch. Use a "
+                        "bare repository as the remote (`git init --bare -b main PATH`) and "
+                        "sync both machines with it")
+    _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
+
+
+def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
+    """git and dulwich move a ref by writing ``<ref>.lock`` and renaming it, which takes
+    milliseconds; a lock still there after a few seconds is what a killed push left, and
+    it would block every later push. Wait that long, then remove it."""
+    deadline = time.monotonic() + STALE_REF_LOCK
+    while os.path.exists(lock):
+        try:
+            age = time.time() - os.stat(lock).st_mtime
+        except FileNotFoundError:
+            return
+        if age >= STALE_REF_LOCK:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+            return
+        if time.monotonic() > deadline:
+            raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
+                                           "is running; sync again in a moment")
+        time.sleep(0.1)
+
+
+def _point_head_at_branch(path: str) -> None:
+    """A bare repository made with plain `git init --bare` points HEAD at ``master``;
+    once filemem has published ``main`` there and nothing else, point HEAD at it so that
+    a `git clone` of the remote checks the store out."""
+    from dulwich.repo import Repo
+
+    with contextlib.suppress(Exception), contextlib.closing(Repo(path)) as target:
+        refs: Any = target.refs
+        if refs.get_symrefs().get(b"HEAD") != BRANCH_REF and set(refs.keys(b"refs/heads/")) \
+                == {BRANCH.encode()}:
+            refs.set_symbolic_ref(b"HEAD", BRANCH_REF)
+
+
+_DULWICH_TMP_PACK: Final = re.compile(r"tmp[a-z0-9_]{8}\.pack\Z")
+
+
+def clear_stale_local(git: GitRepo, remote: Remote) -> None:
+    """What a killed fetch left in the store's .git (call it holding the sync lock, so no
+    sync is running): dulwich's temporary pack files and the remote-tracking ref's lock. Neither
+    harms the store; the lock would only stop the tracking ref from moving."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
+                  + ".lock")
+    objects = os.path.join(git.git_dir, "objects")
+    pack_dir = os.path.join(objects, "pack")
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(pack_dir):
+            if _DULWICH_TMP_PACK.match(name) and not os.path.exists(
+                    os.path.join(pack_dir, name[:-5] + ".idx")):
+                os.unlink(os.path.join(pack_dir, name))
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(objects):
+            if name.startswith("tmp_pack_"):
+                os.unlink(os.path.join(objects, name))
+
+
+__all__ = [
+    "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "fetch",
+    "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
+    "write_remote",
+]
