@@ -32,11 +32,13 @@ from filemem.files.layout import (
 )
 from filemem.jsstr import utf16_len
 from filemem.model import SCOPES, TRACKS, Entry, iso_ms, now_ms
+from filemem.ops.base import Changes, Replayed, RowRule
 from filemem.store.auditlog import row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, private_files
 from filemem.store.state import State
 from filemem.store.transaction import Transaction
+from filemem.types import AuditRow
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
 OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"
@@ -306,6 +308,30 @@ def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
 
     # not validated: adopting a fix is how a person repairs a bad file at HEAD
     return store.retrying(attempt, validate=False)
+
+
+def _check_edit(r: AuditRow, c: Changes) -> str | None:
+    eid = r["entryId"]
+    if eid is None:
+        return None  # an edit of a file by path: verify checks the path is named
+    e = c.added.get(eid) or (c.modified[eid][1] if eid in c.modified else c.deleted.get(eid))
+    if e is None or e.text != r["text"]:
+        return f"edit row for {eid}: no changed file with that text"
+    return None
+
+
+def _replay_edit(r: AuditRow, entries: Replayed, c: Changes) -> None:
+    eid = r["entryId"]
+    if not eid:
+        return
+    entries.pop(eid, None)
+    after = c.added.get(eid) or (c.modified[eid][1] if eid in c.modified else None)
+    if after is not None:  # the version the file says
+        entries[eid] = (after.text, after.version)
+
+
+# the `edit` rows adopt writes: how `filemem verify` checks and replays them
+ROW_RULES: Final = {"edit": RowRule(_check_edit, _replay_edit)}
 
 
 def _commit(txn: Transaction, changes: list[Change]) -> None:

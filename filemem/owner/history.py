@@ -16,19 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from filemem import ops
 from filemem.files import codec
 from filemem.files.codec import CodecError
 from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import id_from_path, is_entry_path
 from filemem.model import Entry
-from filemem.ops import ROW_RULES
 from filemem.ops.base import Changes
+from filemem.owner import handedits
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
 
+# every audit action a commit can carry that changes entries -> how it is checked and
+# replayed: the write operations' (filemem.ops) and the owner's adopt (handedits)
+ROW_RULES: Final = {**ops.ROW_RULES, **handedits.ROW_RULES}
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
 
@@ -152,8 +156,9 @@ def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry |
 
 def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
-                  cache: dict[str, Entry | None]) -> list[str]:
-    """Problems with one filemem commit: changes not claimed by a row, claims not held."""
+                  cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
+    """Problems with one filemem commit (changes not claimed by a row, claims not held),
+    and what it did to entries."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
@@ -182,18 +187,12 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     actions = {r["action"] for r in rows}
     done = Changes(added, modified, deleted)
     for r in rows:
-        action, eid, text = r["action"], r.get("entryId"), r.get("text")
+        action, eid = r["action"], r.get("entryId")
         rule = ROW_RULES.get(action)
-        if rule is not None:  # a write operation's row: its own module says what it claims
+        if rule is not None:  # a write's row: the module that writes it says what it claims
             problem = rule.check(r, done)
             if problem is not None:
                 problems.append(problem)
-        elif action == "edit":
-            if eid is None:
-                continue  # an edit of a file by path: checked with `others` below
-            e = added.get(eid) or (modified[eid][1] if eid in modified else deleted.get(eid))
-            if e is None or e.text != text:
-                problems.append(f"edit row for {eid}: no changed file with that text")
         elif action == "init":
             if info.parents:
                 problems.append("an init row in a commit that is not the first one")
@@ -210,7 +209,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     for path in others + unreadable_deleted:
         if not (("init" in actions and not info.parents) or path in named):
             problems.append(f"{path} changed without an audit row naming it")
-    return problems
+    return problems, done
 
 
 def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
@@ -248,22 +247,12 @@ def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, s
                 replay.entries[after.id] = (after.text, after.version)
 
 
-def _apply_rows(replay: _Replay, rows: list[AuditRow], store: Store,
-                changes: list[tuple[str, str | None, str | None]],
-                cache: dict[str, Entry | None]) -> None:
-    """Replay a filemem commit from its audit rows alone (edits take the file's version)."""
-    done = Changes({}, {}, {})
+def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
+    """Replay a filemem commit from its audit rows (an edit takes the file's version)."""
     for r in rows:
-        action, eid = r["action"], r.get("entryId")
-        rule = ROW_RULES.get(action)
+        rule = ROW_RULES.get(r["action"])
         if rule is not None:
             rule.replay(r, replay.entries, done)
-        elif action == "edit" and eid:
-            replay.entries.pop(eid, None)
-            for path, _old, new in changes:
-                after = _decoded(store, new, cache) if new and is_entry_path(path) else None
-                if after is not None and after.id == eid:
-                    replay.entries[eid] = (after.text, after.version)
 
 
 def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
@@ -296,9 +285,10 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
         else:
             report.filemem_commits += 1
             report.rows += len(rows)
-            for problem in _check_commit(store, info, rows, changes, cache):
+            problems, done = _check_commit(store, info, rows, changes, cache)
+            for problem in problems:
                 report.problems.append({"commit": info.sha, "problem": problem})
-            _apply_rows(replay, rows, store, changes, cache)
+            _apply_rows(replay, rows, done)
             if progress is not None:
                 progress(i + 1, total)
             continue
