@@ -134,7 +134,7 @@ class MemoryService:
 
         def run() -> None:
             try:
-                self.provider().store.checked()
+                self.provider().budgets()  # reads (and validates) the view of HEAD
             except Exception as exc:  # reported again, properly, by the first call
                 log.debug("filemem mcp: warm-up failed: %s", exc)
 
