@@ -25,7 +25,7 @@ from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import id_from_path, is_entry_path
 from filemem.model import Entry
 from filemem.ops.base import Changes
-from filemem.owner import handedits
+from filemem.owner import handedits, merge
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
@@ -212,26 +212,6 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     return problems, done
 
 
-def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
-    """A filemem merge (``filemem sync``) must be exactly the merge of its two parents:
-    recompute it and compare trees."""
-    from filemem.files.gitrepo import PendingObjects
-    from filemem.owner.merge import merge_changes
-
-    if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
-            or len(info.parents) != 2:
-        return ["a merge commit whose audit rows are not one sync-merge (and its conflicts)"]
-    ours, theirs = info.parents
-    try:
-        changes = merge_changes(store.git, ours, theirs)
-        tree, _ = store.git.splice(store.git.commit(ours).tree, changes, PendingObjects())
-    except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
-        return [f"the sync merge cannot be recomputed from its parents: {exc}"]
-    if tree != info.tree:
-        return ["the merge commit's tree is not the merge of its two parents"]
-    return []
-
-
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
            cache: dict[str, Entry | None]) -> None:
     for path, old, new in changes:
@@ -280,7 +260,7 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
         elif len(info.parents) > 1:
             report.filemem_commits += 1
             report.rows += len(rows)
-            for problem in _check_merge(store, info, rows):
+            for problem in merge.check_commit(store.git, info, rows):
                 report.problems.append({"commit": info.sha, "problem": problem})
         else:
             report.filemem_commits += 1

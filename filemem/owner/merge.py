@@ -29,7 +29,7 @@ from typing import Any, Final
 from filemem import config as config_mod
 from filemem.errors import SyncError
 from filemem.files import codec
-from filemem.files.gitrepo import BRANCH, GitRepo
+from filemem.files.gitrepo import BRANCH, CommitInfo, GitRepo, PendingObjects
 from filemem.files.layout import entry_path, id_from_path, is_entry_path
 from filemem.model import Entry, iso_ms
 from filemem.store.auditlog import row
@@ -268,4 +268,24 @@ def three_way(base: bytes, mine: bytes, other: bytes) -> bytes | None:
     return "".join(out).encode("utf-8")
 
 
-__all__ = ["Conflict", "Plan", "merge_base", "merge_changes", "plan_merge", "three_way"]
+
+
+def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
+    """``filemem verify`` of a merge commit: its rows are one ``sync-merge`` (and its
+    conflicts), and its tree is exactly the merge of its two parents, recomputed."""
+    if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
+            or len(info.parents) != 2:
+        return ["a merge commit whose audit rows are not one sync-merge (and its conflicts)"]
+    ours, theirs = info.parents
+    try:
+        changes = merge_changes(git, ours, theirs)
+        tree, _ = git.splice(git.commit(ours).tree, changes, PendingObjects())
+    except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
+        return [f"the sync merge cannot be recomputed from its parents: {exc}"]
+    if tree != info.tree:
+        return ["the merge commit's tree is not the merge of its two parents"]
+    return []
+
+
+__all__ = ["Conflict", "Plan", "check_commit", "merge_base", "merge_changes", "plan_merge",
+           "three_way"]
