@@ -105,7 +105,7 @@ def die_before_cas(self, old, new, message):
     print(new, flush=True)  # the commit object that was written but never referenced
     os._exit(9)
 
-def torn_index(self, timeout=5.0):
+def torn_index(self, timeout=5.0, lock=None):
     with open(self.path + ".lock", "wb") as f:
         f.write(b"DIRC\\0\\0\\0")
     os._exit(9)

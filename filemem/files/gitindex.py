@@ -183,17 +183,13 @@ class GitIndex:
         return (name.decode("utf-8", "surrogateescape") for name, stage in self.entries
                 if stage == 0)
 
-    def write(self, timeout: float = 5.0) -> None:
-        """Write through ``index.lock`` (git's mutex for the index) and rename into place.
-        Not fsynced (git does not fsync it either): it is rebuilt from HEAD if lost."""
-        data = _HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)) + \
-            b"".join(self._values)
-        data += hashlib.sha1(data).digest()
+    def lock(self, timeout: float = 5.0) -> atomic.LockFile:
+        """Take ``index.lock``, git's mutex for the index, waiting up to ``timeout`` s for a
+        git command holding it (TimeoutError naming the file after that)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                lock = atomic.LockFile(self.path, durable=False)
-                break
+                return atomic.LockFile(self.path, durable=False)
             except atomic.Locked as exc:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
@@ -201,9 +197,17 @@ class GitIndex:
                         "index; if none is running, delete the file and retry"
                     ) from None
                 time.sleep(0.01)
-        with lock:
-            lock.write(data)
-            lock.commit()
+
+    def write(self, timeout: float = 5.0, lock: atomic.LockFile | None = None) -> None:
+        """Write through ``index.lock`` (``lock`` if the caller already holds it) and rename
+        into place. Not fsynced (git does not fsync it either): it is rebuilt from HEAD if
+        lost."""
+        data = _HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)) + \
+            b"".join(self._values)
+        data += hashlib.sha1(data).digest()
+        with lock or self.lock(timeout) as held:
+            held.write(data)
+            held.commit()
 
 
 def rebuild(git_dir: str, root: str, files: Iterable[tuple[str, int, str]]) -> GitIndex:

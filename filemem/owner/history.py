@@ -213,7 +213,9 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
 
 
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
-           cache: dict[str, Entry | None]) -> None:
+           cache: dict[str, Entry | None]) -> list[str]:
+    """Take a commit made outside filemem as it is; returns the audited entries it drops."""
+    before_ids = set(replay.entries)
     for path, old, new in changes:
         if not is_entry_path(path):
             continue
@@ -225,6 +227,7 @@ def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, s
             after = _decoded(store, new, cache)
             if after is not None:
                 replay.entries[after.id] = (after.text, after.version)
+    return sorted(before_ids - set(replay.entries))
 
 
 def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
@@ -272,7 +275,13 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
             if progress is not None:
                 progress(i + 1, total)
             continue
-        _apply(replay, store, changes, cache)  # outside filemem: take the tree as it is
+        dropped = _apply(replay, store, changes, cache)  # outside filemem: take its tree
+        if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
+            report.problems.append({"commit": info.sha, "problem": (
+                f"this commit, made outside filemem, removes {len(dropped)} audited "
+                f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
+                "did not mean to delete them, `git revert " + info.sha[:12] + "` brings them "
+                "back (to delete entries on purpose, delete their files and `filemem adopt`)")})
         if progress is not None:
             progress(i + 1, total)
     state = store.state()

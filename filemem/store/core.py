@@ -25,6 +25,7 @@ from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
 from filemem.files import codec, worktree
+from filemem.files.atomic import LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
 from filemem.files.gitrepo import GitError, GitRepo
@@ -327,9 +328,19 @@ class Store:
         self._index_id = ident
         return self._index
 
-    def _write_index(self, index: GitIndex) -> None:
+    def lock_index(self) -> LockFile:
+        """Hold git's ``index.lock`` (StoreBusy if a git command keeps it): a write holds it
+        from before the branch moves until the index matches, as git's own commands do with
+        each other, so a ``git commit -a`` can never build its tree from an index that lacks
+        a commit filemem has just made."""
         try:
-            index.write()
+            return self.index().lock()
+        except TimeoutError as exc:  # git's index.lock stayed taken
+            raise errors.StoreBusy(f"the store is busy: {exc}") from None
+
+    def _write_index(self, index: GitIndex, lock: LockFile | None = None) -> None:
+        try:
+            index.write(lock=lock)
         except TimeoutError as exc:  # git's index.lock stayed taken
             raise errors.StoreBusy(f"the store is busy: {exc}") from None
         st = os.stat(index.path)

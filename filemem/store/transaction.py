@@ -7,12 +7,14 @@ write killed at any instant is finished or undone from HEAD by the next transact
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 from filemem import errors
 from filemem.files import codec, worktree
+from filemem.files.atomic import LockFile
 from filemem.files.gitrepo import PendingObjects
 from filemem.files.layout import entry_path, is_entry_path
 from filemem.model import Entry, now_ms
@@ -97,12 +99,14 @@ class Transaction:
         if changes:
             store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
                                                   for p in changes})
-        if not git.cas_head(st.head, commit, subject):
-            store.journal.clear()
-            raise HeadMoved(f"the branch moved while writing {subject!r}")
-        # from here on the write has happened; the rest mirrors it into the working tree
-        self._mirror(commit, changes, blobs,
-                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty})
+        with self._index_locked(bool(changes)) as lock:
+            if not git.cas_head(st.head, commit, subject):
+                store.journal.clear()
+                raise HeadMoved(f"the branch moved while writing {subject!r}")
+            # from here on the write has happened; the rest mirrors it into the working tree
+            self._mirror(commit, changes, blobs,
+                         {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
+                         lock)
         if evolve_with is not None:
             self.state = evolve(st, commit, tree, *evolve_with, blobs)
             store.committed(self.state, len(changes))
@@ -131,14 +135,31 @@ class Transaction:
         blobs = {path: new for path, _old, new in diff if new}
         if diff:
             store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
-        if not git.cas_head(st.head, target, reason):
-            store.journal.clear()
-            raise HeadMoved(f"the branch moved while {reason}")
-        self._mirror(target, changes, blobs, {p for p, old in head_blobs.items() if old is None})
+        with self._index_locked(bool(diff)) as lock:
+            if not git.cas_head(st.head, target, reason):
+                store.journal.clear()
+                raise HeadMoved(f"the branch moved while {reason}")
+            self._mirror(target, changes, blobs,
+                         {p for p, old in head_blobs.items() if old is None}, lock)
         self.state = store.state()
 
+    @contextlib.contextmanager
+    def _index_locked(self, needed: bool) -> Iterator[LockFile | None]:
+        """git's index.lock from before the compare-and-swap until the index is written
+        (taken after the journal, so a killed write's lock is recognised as ours)."""
+        if not needed:
+            yield None
+            return
+        try:
+            lock = self.store.lock_index()
+        except BaseException:
+            self.store.journal.clear()  # nothing moved: the journal describes no write
+            raise
+        with lock:  # released (aborted) on any way out that did not write the index
+            yield lock
+
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
-                new: set[str]) -> None:
+                new: set[str], lock: LockFile | None = None) -> None:
         """Put the files a commit changed into the working tree and the index, then clear
         the journal. ``new``: paths created exclusively (nothing may be there yet). If this
         fails the commit stands and the journal stays: the next transaction (or open)
@@ -155,7 +176,7 @@ class Transaction:
                 else:
                     index.set(path, blobs[path], worktree.write(
                         store.root, path, data, new=path in new))
-            store._write_index(index)
+            store._write_index(index, lock)
             store.journal.clear()
         except (OSError, TimeoutError) as exc:
             log.warning("filemem: commit %s is written, but updating the working tree "
