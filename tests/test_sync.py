@@ -536,3 +536,34 @@ def test_a_ref_lock_left_on_a_local_remote_by_a_dead_push_is_cleared(
     assert [s["kind"] for s in result.steps] == ["push"] and not lock.exists()
     fsync.sync(m.b.store)
     converged(m)
+
+
+def test_merge_base_does_not_depend_on_commit_times(tmp_path: Path) -> None:
+    """Commits made in one second (filemem's usual pace) still fast-forward: the base is
+    found from the graph, not from commit times (a time-ordered walk can pass a commit
+    before its descendant of the same second and answer an older base)."""
+    from filemem.files.gitrepo import GitRepo, PendingObjects
+    from filemem.owner.merge import merge_base
+
+    filemem.init_store(tmp_path / "s").close()
+    git_repo = GitRepo(str(tmp_path / "s"))
+    root = git_repo.head()
+    assert root is not None
+    tree = git_repo.commit(root).tree
+
+    def commit(parents: list[str], name: str) -> str:
+        pending = PendingObjects()
+        sha = git_repo.make_commit(tree, parents, name, "t <t@t>", 1_800_000_000, pending)
+        git_repo.write(pending)
+        return sha
+
+    a1 = commit([root], "a1")
+    a2 = commit([a1], "a2")
+    b1 = commit([root], "b1")
+    merged = commit([b1, a2], "merge")
+    assert merge_base(git_repo, a2, merged) == a2  # a fast-forward
+    assert merge_base(git_repo, merged, a2) == a2  # nothing to take in
+    assert merge_base(git_repo, a2, b1) == root
+    later = commit([merged], "later")
+    assert merge_base(git_repo, later, a2) == a2
+    git_repo.close()
