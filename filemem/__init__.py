@@ -24,6 +24,7 @@ from filemem.errors import (
     ProtocolError,
     StoreBusy,
     StoreExists,
+    StoreFull,
     StoreNotFound,
     SyncError,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "Provider",
     "StoreBusy",
     "StoreExists",
+    "StoreFull",
     "StoreNotFound",
     "SyncError",
     "default_store_path",

@@ -5,6 +5,7 @@
     ├── StoreNotFound         no store at the path (NO_STORE)
     ├── StoreExists           ``init`` into a folder that is not empty (STORE_EXISTS)
     ├── StoreBusy             the store lock or git's index.lock stays taken (STORE_BUSY)
+    ├── StoreFull             the disk (or quota) holding the store is full (STORE_FULL)
     └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
@@ -48,6 +49,7 @@ CODES = (
 NO_STORE = "NO_STORE"
 STORE_EXISTS = "STORE_EXISTS"
 STORE_BUSY = "STORE_BUSY"
+STORE_FULL = "STORE_FULL"
 
 
 class FilememError(Exception):
@@ -95,6 +97,14 @@ class StoreBusy(FilememError, TimeoutError):
 
     def __init__(self, message: str) -> None:
         FilememError.__init__(self, STORE_BUSY, message)
+
+
+class StoreFull(FilememError, OSError):
+    """No space left for the store's files. Nothing half-written was given a real name: the
+    store is as it was before the write; free some space and try again."""
+
+    def __init__(self, message: str) -> None:
+        FilememError.__init__(self, STORE_FULL, message)
 
 
 class SyncError(FilememError):

@@ -165,7 +165,7 @@ class Provider:
                decision: Decision) -> str:
         """Save the write for the owner and leave an ``<action>-pending`` row."""
         payload = prep.payload
-        pid = self.store.pending.stage({
+        pid = self.store.stage({
             "createdAt": now_ms(), "action": payload["action"], "payload": payload,
             "method": op.name, "arg": arg, "write": w.write,
             "targets": [[t.id, t.version] for t in prep.targets],

@@ -28,7 +28,7 @@ def store_path(tmp_path: Path) -> Path:
 
 def test_every_error_filemem_raises_on_purpose_has_one_root() -> None:
     for cls in (errors.ProtocolError, errors.StoreNotFound, errors.StoreExists,
-                errors.StoreBusy, errors.SyncError):
+                errors.StoreBusy, errors.StoreFull, errors.SyncError):
         assert issubclass(cls, errors.FilememError)
     assert errors.StoreBusy("x").code == errors.STORE_BUSY
     assert errors.StoreNotFound("x").code == errors.NO_STORE

@@ -35,6 +35,8 @@ _HINTS: Final = {
     errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
     errors.STORE_BUSY: "Another program is using the memory store right now. Retry in a "
                        "little while; nothing was written.",
+    errors.STORE_FULL: "The disk holding the memory store is full; nothing was written. Tell "
+                       "the user; do not retry until they have freed space.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",

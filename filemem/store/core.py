@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -387,10 +388,30 @@ class Store:
     def transaction(self, *, validate: bool = True) -> Iterator[Transaction]:
         """Hold the store lock, repair a half-done write if any, and work on a fresh view
         (validated unless ``validate=False``, for the owner repairing a bad file)."""
-        with self.locked(), private_files():
+        with self.locked(), private_files(), self.disk_full_is_reported():
             if self.journal.exists():
                 self._recover()
             yield Transaction(self, self.checked() if validate else self.state())
+
+    @contextlib.contextmanager
+    def disk_full_is_reported(self) -> Iterator[None]:
+        """A full disk (or quota) while writing the store's files is StoreFull, one clear
+        line: the atomic primitive and the object writers never give a half-written file
+        its real name, so the store is as it was."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or \
+                    isinstance(exc, errors.FilememError):
+                raise
+            raise errors.StoreFull(
+                f"the disk holding the store {self.root} is full ({exc.strerror}); nothing "
+                "was written; free some space and try again") from None
+
+    def stage(self, record: dict[str, Any]) -> str:
+        """Save a pending approval (see :class:`PendingStore`); StoreFull on a full disk."""
+        with self.disk_full_is_reported():
+            return self.pending.stage(record)
 
     def retrying(self, work: Callable[[Transaction], T], *, validate: bool = True,
                  exhausted: Callable[[], T] | None = None) -> T:
@@ -471,7 +492,7 @@ class Store:
 
     def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
         """Record read-side rows (recalled, snapshot) with their seq, under the lock."""
-        with self.locked(), private_files():
+        with self.locked(), private_files(), self.disk_full_is_reported():
             ts = now_ms()
             last = self.trail.last_seq(self.state().head)
             for r in rows:

@@ -9,13 +9,17 @@ log grows large it is folded into ``recall.json`` under the store lock.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 from collections.abc import Iterable
 from typing import Final
 
 from filemem.files import atomic
 
+log = logging.getLogger("filemem")
+_CANNOT_WRITE: Final = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 LOG_NAME: Final = "recall.log"
 BASE_NAME: Final = "recall.json"
 COMPACT_AT: Final = 4 * 1024 * 1024
@@ -105,11 +109,19 @@ class RecallCounters:
         if not ids:
             return
         line = f"{ts} {' '.join(ids)}\n".encode("ascii")
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            atomic.write_all(fd, line)
-        finally:
-            os.close(fd)
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                atomic.write_all(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if exc.errno not in _CANNOT_WRITE:
+                raise
+            # usage statistics, not memory: a read still answers on a full disk
+            log.warning("filemem: recall counters not updated (%s: %s)", self.log_path,
+                        exc.strerror)
+            return
         # fold our own line now; refresh() will skip it by offset only if nobody else wrote
         self.refresh()
 
