@@ -5,19 +5,24 @@ streamable HTTP transport on loopback serves the same tools with the same approv
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as t
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 import filemem
 from filemem.mcp.sessions import root_path
@@ -97,10 +102,12 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     store = tmp_path / "store"
     filemem.open_store(store, create=True).close()
     port = _free_port()
+    state = tmp_path / "state"
     proc = subprocess.Popen([sys.executable, "-m", "filemem.cli", "mcp", "--store", str(store),
                              "--http", str(port), "--workspace", str(tmp_path)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+                            stderr=subprocess.PIPE, cwd=tmp_path,
+                            env={**os.environ, "XDG_STATE_HOME": str(state)})
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -111,6 +118,19 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
                 assert proc.poll() is None, proc.communicate()[1].decode()
                 assert time.monotonic() < deadline, "the HTTP server did not start"
                 time.sleep(0.05)
+        token_file = state / "filemem" / f"mcp-http-{port}.token"
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text(encoding="ascii").strip()
+        url = f"http://127.0.0.1:{port}/mcp"
+        # anyone else on the machine: refused before the MCP server sees anything
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            request = urllib.request.Request(
+                url, data=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', method="POST",
+                headers={"Content-Type": "application/json",
+                         "Accept": "application/json, text/event-stream", **headers})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401
         asked: list[str] = []
 
         async def approve(context: Any, params: t.ElicitRequestParams) -> t.ElicitResult:
@@ -118,7 +138,8 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
             return t.ElicitResult(action="accept", content={"decision": "approve"})
 
         async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy",
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy",
                               elicitation_callback=approve) as client:
                 added = await client.call_tool("memory_add", {"text": "over http"})
                 seen = await client.call_tool("memory_query", {})
@@ -130,8 +151,10 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
         assert [e["text"] for e in seen["entries"]] == ["over http"]
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=30)
     assert out == b""  # nothing on stdout over HTTP either
+    assert f"serving http://127.0.0.1:{port}/mcp".encode() in err
+    assert b"Authorization: Bearer " in err
 
 
 @pytest.mark.parametrize(("uri", "path"), [

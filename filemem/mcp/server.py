@@ -120,6 +120,21 @@ def build_server(memory: MemoryService) -> FilememServer:
     return server
 
 
+async def serve_http(server: FilememServer, port: int) -> None:
+    """Streamable HTTP on 127.0.0.1:``port`` (path /mcp), behind the owner's bearer token."""
+    import uvicorn
+
+    from filemem.mcp import httpauth
+
+    token, path = httpauth.issue(port)
+    app = httpauth.require(token, server.streamable_http_app(host="127.0.0.1"))
+    print(f"filemem mcp: serving http://127.0.0.1:{port}/mcp\n"
+          f"filemem mcp: clients must send the header 'Authorization: Bearer {token}' "
+          f"(also in {path}, readable by you only)", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    await uvicorn.Server(config).serve()
+
+
 def run(*, store: str | None = None, workspace: str | None = None, agent: str | None = None,
         http_port: int | None = None) -> int:
     """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
@@ -137,8 +152,7 @@ def run(*, store: str | None = None, workspace: str | None = None, agent: str | 
             # line must not be mistaken for protocol by whoever reads it
             os.dup2(2, 1)
             sys.stdout = sys.stderr
-            anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1",
-                                                               port=http_port))
+            anyio.run(serve_http, server, http_port)
     finally:
         memory.close()
     return 0
