@@ -17,7 +17,7 @@ import struct
 import time
 import weakref
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -33,6 +33,9 @@ _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TYPE_NUM: Final = {v: k for k, v in _TYPES.items()}
 _PACK_THRESHOLD: Final = 64  # more new objects than this go into one pack file
 _TREE_CACHE_MAX: Final = 20_000
+# the modes git writes in a tree (fsck: any other, or zero-padded, is bad)
+_MODES: Final = {b"100644": FILE_MODE, b"100755": 0o100755, b"120000": 0o120000,
+                 b"160000": 0o160000, b"40000": TREE_MODE}
 IDENT_FOR_REFLOG: Final = "filemem <filemem@localhost>"
 
 Tree = dict[str, tuple[int, str]]  # name -> (mode, hex sha)
@@ -79,6 +82,21 @@ def _parse_tree(raw: bytes) -> Tree:
         tree[name] = (mode, raw[nul + 1:nul + 21].hex())
         pos = nul + 21
     return tree
+
+
+def _tree_items(raw: bytes) -> list[tuple[bytes, bytes, str]]:
+    """A tree's entries exactly as stored, in order: (name, mode, hex sha); GitError if it
+    is not a well-formed tree."""
+    items = []
+    pos, end = 0, len(raw)
+    while pos < end:
+        space = raw.find(b" ", pos)
+        nul = raw.find(b"\0", space + 1)
+        if space < 0 or nul < 0 or nul + 21 > end:
+            raise GitError("a malformed tree object")
+        items.append((raw[space + 1:nul], raw[pos:space], raw[nul + 1:nul + 21].hex()))
+        pos = nul + 21
+    return items
 
 
 class PendingObjects:
@@ -290,6 +308,56 @@ class GitRepo:
                 yield from self.walk(sha, path + "/")
             else:
                 yield path, mode, sha
+
+    def first_bad_path(self, tree: str, check: Callable[[str, int], str | None],
+                       known: str | None = None, prefix: str = "") -> tuple[str, str] | None:
+        """The first path under ``tree`` (a commit made elsewhere) that ``check(path, mode)``
+        refuses, or that is not what git itself would write: a malformed tree, a name that
+        is not UTF-8 or holds ``/``, one name twice, an unknown mode, an object missing or
+        of the wrong kind. Returns (path, why) or None. Files and subtrees equal to
+        ``known``'s (the local tree) at the same path are here already and not looked into;
+        each folder is checked before anything in it, so a deep tree stops at its top."""
+        if tree == known:
+            return None
+        try:
+            items = _tree_items(self._read_kind(tree, b"tree"))
+        except (GitError, KeyError) as exc:
+            return prefix.rstrip("/") or "/", f"an unreadable tree ({exc})"
+        have = self.read_tree(known) if known else {}
+        seen: set[str] = set()
+        for raw_name, raw_mode, sha in items:
+            path = prefix + raw_name.decode("utf-8", "backslashreplace")
+            try:
+                name = raw_name.decode("utf-8")
+            except UnicodeDecodeError:
+                return path, "a name that is not UTF-8"
+            mode = _MODES.get(raw_mode)
+            if "/" in name or not name:
+                return path, "a name that is empty or holds '/' (git never writes one)"
+            if mode is None:
+                return path, f"a malformed mode {raw_mode.decode('ascii', 'replace')!r}"
+            if name in seen:
+                return path, "a name listed twice in one tree"
+            seen.add(name)
+            if have.get(name) == (mode, sha):
+                continue  # here already, at this path: nothing new is written
+            problem = check(path, mode)
+            if problem is not None:
+                return path, problem
+            if mode == TREE_MODE:
+                mine = have.get(name)
+                found = self.first_bad_path(sha, check, mine[1] if mine and mine[0] == TREE_MODE
+                                            else None, path + "/")
+                if found is not None:
+                    return found
+                continue
+            try:
+                kind = self.read_raw(sha)[0]
+            except KeyError:
+                return path, f"a missing object {sha}"
+            if kind != b"blob":
+                return path, f"a {kind.decode('ascii', 'replace')} object where a file belongs"
+        return None
 
     def diff(self, old: str | None, new: str | None,
              prefix: str = "") -> Iterator[tuple[str, str | None, str | None]]:

@@ -4,6 +4,10 @@ Workspace and agent keys never become path components as they are. A directory n
 readable tail of the key plus a short hash of the exact key, built only from ``[a-z0-9_-]``,
 so ``..``, separators, drive letters, NUL, reserved Windows names, over-long names and
 case-only differences are all harmless. The exact keys live in the front-matter.
+
+What a tree from elsewhere (a remote's commit) may hold is checked here too, before a byte of
+it is written (:func:`check_tree_path`): git's own path rules (no empty, ``.`` or ``..``
+component, no ``.git`` in any spelling a file system folds to it) and then the store's shape.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hashlib
 import re
 from typing import Final
 
+from filemem.files.gitrepo import FILE_MODE, TREE_MODE
 from filemem.model import SCOPES, TRACKS, UUID_RE, Entry
 
 SHARED_DIR: Final = "_shared"  # agentKey '' (the layer every agent sees)
@@ -21,6 +26,15 @@ ENTRY_SUFFIX: Final = ".md"
 ENTRY_ROOTS: Final = TRACKS  # top-level folders that hold entries
 _TAIL_MAX: Final = 24
 _UNSAFE: Final = re.compile(r"[^a-z0-9_-]+")
+# the files a store holds besides its entries (store-template/), all at the top
+TOP_FILES: Final = ("filemem.yaml", "README.md", ".gitignore", ".gitattributes")
+_DIR_NAME: Final = re.compile(r"[a-z0-9_-]+\Z")  # what key_dir, _shared and _none make
+# code points HFS+ ignores when comparing names (git's is_hfs_dotgit): ".g\u200cit" is ".git"
+_HFS_IGNORED: Final = frozenset(
+    [0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+     0x206A, 0x206B, 0x206C, 0x206D, 0x206E, 0x206F, 0xFEFF])
+_MODE_NAMES: Final = {0o120000: "a symbolic link", 0o160000: "a submodule (gitlink)",
+                      0o100755: "an executable file"}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,7 +86,82 @@ def id_from_path(path: str) -> str | None:
     return stem if UUID_RE.match(stem) else None
 
 
+# ---------------------------------------------------------------- paths from elsewhere
+
+
+def leaves_folder(name: str) -> bool:
+    """Whether one path component names no file of its folder: empty, ``.``, ``..`` (also
+    with the trailing dots and spaces Windows drops), or git's own folder under any
+    spelling a file system folds to ``.git``: any case (``.GIT``), trailing dots or spaces
+    (``.git.``), the NTFS short name ``git~1``, HFS+'s ignored code points (git's
+    ``verify_path``, ``is_ntfs_dotgit``, ``is_hfs_dotgit``)."""
+    folded = "".join(c for c in name if ord(c) not in _HFS_IGNORED).lower().rstrip(". ")
+    return folded in ("", ".git", "git~1")
+
+
+def name_problem(name: str) -> str | None:
+    """Why one component of a path from elsewhere is unsafe on some file system, or None."""
+    if name == "":
+        return "an empty name"
+    if "/" in name or "\\" in name:
+        return "a name holding a path separator"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "a name holding a control character"
+    if name.rstrip(". ") in ("", ".", ".."):
+        return "a name that points out of its folder"
+    if leaves_folder(name):
+        return "git's own folder (.git under another spelling); a clone would run what it holds"
+    if ":" in name:
+        return "a name holding ':' (an NTFS alternate data stream)"
+    return None
+
+
+def _store_shape(parts: list[str], mode: int) -> str | None:
+    """Why a well-formed path is not a file (or folder) this store holds, or None."""
+    depth, top = len(parts), parts[0]
+    if depth == 1:
+        if mode == TREE_MODE:
+            return None if top in ENTRY_ROOTS else "not a folder a store holds"
+        return None if top in TOP_FILES else "not a file a store holds"
+    if top not in ENTRY_ROOTS or parts[1] not in SCOPES:
+        return "not a file a store holds"
+    folders = 4 if parts[1] == "workspace" else 3  # track/scope/[workspace/]agent
+    if mode == TREE_MODE:
+        if depth > folders:
+            return "a folder deeper than a store's layers"
+    elif depth != folders + 1:
+        return "not where entry files live (<track>/<scope>/[<workspace>/]<agent>/<id>.md)"
+    elif not (parts[-1].endswith(ENTRY_SUFFIX) and UUID_RE.match(parts[-1][:-3])):
+        return "not an entry file name (<uuid>.md)"
+    if any(not _DIR_NAME.match(p) for p in (parts[2:] if mode == TREE_MODE else parts[2:-1])):
+        return "not a layer folder name ([a-z0-9_-])"
+    return None
+
+
+def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
+    """Why a store may not hold ``path`` (a file, or a folder for ``mode`` TREE_MODE) from
+    a tree made elsewhere, or None. A store holds ``filemem.yaml``, ``README.md``,
+    ``.gitignore`` and ``.gitattributes`` at its top, and entry files
+    ``<track>/<scope>/[<workspace>/]<agent>/<uuid>.md``: regular files (mode 100644) in
+    folders, nothing else (no symbolic link, submodule, executable)."""
+    parts = path.split("/")
+    for part in parts:
+        problem = name_problem(part)
+        if problem is not None:
+            return problem
+    if mode not in (FILE_MODE, TREE_MODE):
+        return f"{_MODE_NAMES.get(mode, f'an unknown kind of file (mode {mode:o})')}; " \
+            "a store holds only regular files (mode 100644)"
+    problem = _store_shape(parts, mode)
+    if problem is None:
+        return None
+    top = ", ".join(TOP_FILES)
+    return f"{problem} (a store holds {top} at its top and entry files " \
+        "<track>/<scope>/[<workspace>/]<agent>/<uuid>.md)"
+
+
 __all__ = [
-    "ENTRY_ROOTS", "SCOPES", "SHARED_DIR", "entry_path", "id_from_path", "is_entry_path",
-    "key_dir", "layer_dir", "path_problem",
+    "ENTRY_ROOTS", "SCOPES", "SHARED_DIR", "TOP_FILES", "check_tree_path", "entry_path",
+    "id_from_path", "is_entry_path", "key_dir", "layer_dir", "leaves_folder", "name_problem",
+    "path_problem",
 ]

@@ -17,6 +17,7 @@ from typing import Final
 
 from filemem.files import atomic
 from filemem.files.gitindex import hash_blob
+from filemem.files.layout import leaves_folder
 
 TMP_SUFFIX: Final = ".filemem-tmp"
 JOURNAL_NAME: Final = "journal.json"
@@ -34,6 +35,14 @@ def read(root: str, path: str) -> bytes | None:
         return None
 
 
+def _inside(path: str) -> str:
+    """``path`` itself, if it names a file inside the store and outside ``.git`` (a last
+    guard: paths from elsewhere are checked with layout.check_tree_path before this)."""
+    if any(leaves_folder(part) for part in path.split("/")):
+        raise ValueError(f"refusing to write {path!r}: it points out of the store or into .git")
+    return path
+
+
 def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_result:
     """Replace a working-tree file atomically (temp + rename, not fsynced); returns its stat.
 
@@ -41,7 +50,7 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
     matters for a 1,000-entry seed); FileExistsError if something is already there.
     Recovery recognises a torn new file as a prefix of the version being written.
     """
-    target = full_path(root, path)
+    target = full_path(root, _inside(path))
     folder = os.path.dirname(target)
     if new:
         try:
@@ -56,7 +65,7 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
 
 def remove(root: str, path: str) -> None:
     """Delete a file and the folders it leaves empty (git does not track folders)."""
-    target = full_path(root, path)
+    target = full_path(root, _inside(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
     folder = os.path.dirname(target)

@@ -25,6 +25,7 @@ from filemem.files.codec import CodecError
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     SHARED_DIR,
+    TOP_FILES,
     entry_path,
     id_from_path,
     is_entry_path,
@@ -42,7 +43,7 @@ from filemem.types import AuditRow
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
 OUTCOME: Final = "adopted (the owner's file edit, via filemem adopt)"
-STORE_FILES: Final = (CONFIG_FILE, "README.md", ".gitignore", ".gitattributes")
+STORE_FILES: Final = TOP_FILES  # the store's own files besides its entries
 
 
 @dataclass

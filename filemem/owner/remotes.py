@@ -153,10 +153,13 @@ def _local_path(client: Any, path: str) -> str | None:
 
 @contextlib.contextmanager
 def _transport_errors(remote: Remote, doing: str) -> Iterator[None]:
-    from dulwich.errors import GitProtocolError, NotGitRepository
+    from dulwich.errors import GitProtocolError, NotGitRepository, ObjectFormatException
 
     try:
         yield
+    except ObjectFormatException as exc:
+        raise SyncError("REMOTE_INVALID", f"cannot {doing} {remote.name} ({remote.url}): it "
+                        f"holds a malformed git object ({exc}); nothing was changed here") from exc
     except NotGitRepository as exc:
         raise SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name}: {remote.url} is "
                         "not a git repository (make one with `git init --bare -b main "

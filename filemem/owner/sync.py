@@ -14,6 +14,12 @@ local branch up to date with it, and pushes the result back:
   from the remote are validated first: an invalid entry file or configuration stops the
   sync before anything changes here.
 
+Before either, every path of the remote's tree is checked (:func:`filemem.files.layout.
+check_tree_path`, through :meth:`GitRepo.first_bad_path`): a path out of the store or into
+``.git`` in any spelling, a symbolic link, a submodule or any file a store does not hold is
+refused (REMOTE_INVALID, naming the path) and nothing is written. ``filemem clone`` checks
+the same before it sets its branch or writes a file; its ``.git`` is only what it made.
+
 After integrating, layers over their budget are reported (nothing is cut). The push is a
 compare-and-swap on the remote's ``main``: if someone pushed meanwhile, the sync fetches and
 merges again (a few times at most).
@@ -42,7 +48,7 @@ from filemem.files import codec, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
-from filemem.files.layout import id_from_path, is_entry_path, path_problem
+from filemem.files.layout import check_tree_path, id_from_path, is_entry_path, path_problem
 from filemem.owner.merge import SOURCE, Conflict, Plan, merge_base, plan_merge
 from filemem.owner.remotes import (
     Progress,
@@ -181,6 +187,8 @@ def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncRes
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.name}/{BRANCH} ({theirs[:12]}, "
                             f"{remote.url}) is not a filemem store (no {CONFIG_FILE}); "
                             "nothing was changed")
+        _check_paths(store.git, theirs_tree, txn.state.tree,
+                     f"{remote.name}/{BRANCH} ({theirs[:12]}, {remote.url})")
         if base == ours:
             result.steps.append(_fast_forward(txn, remote, theirs))
         else:
@@ -214,6 +222,19 @@ def _entry_counts(diff: list[tuple[str, str | None, str | None]]) -> dict[str, i
             after.add(key)
     return {"added": len(after - before), "replaced": len(after & before),
             "removed": len(before - after)}
+
+
+def _check_paths(git: GitRepo, tree: str, known: str | None, where: str) -> None:
+    """Refuse a remote's tree holding any path a store may not hold (outside the store,
+    into ``.git``, a symbolic link, a submodule, a file a store never has), before anything
+    of it is written. ``known``: the local tree (what is here already is not re-checked)."""
+    bad = git.first_bad_path(tree, check_tree_path, known)
+    if bad is not None:
+        path, problem = bad
+        raise SyncError("REMOTE_INVALID", f"{where} holds {path!r}: {problem}. Nothing was "
+                        "changed here (none of it was written). filemem never commits such a "
+                        "path: that history was made by other means; check who can push to "
+                        "the remote")
 
 
 def _validate(git: GitRepo, files: dict[str, bytes], remote: Remote, theirs: str) -> None:
@@ -335,11 +356,16 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
         if CONFIG_FILE not in git.read_tree(tree):
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.url} ({BRANCH}) is not a filemem "
                             f"store (no {CONFIG_FILE})")
+        # every path and file checked before the branch is set or a file is written: the
+        # repository's own .git is never anything but what GitRepo.create made
+        _check_paths(git, tree, None, f"{remote.url} ({BRANCH} at {theirs[:12]})")
+        files = [(path, sha, git.read_blob(sha)) for path, _mode, sha in git.walk(tree)]
+        _validate(git, {path: data for path, _sha, data in files}, remote, theirs)
         if not git.cas_head(None, theirs, f"filemem clone {remote.url}"):
             raise SyncError("BAD_REMOTE", f"could not set {BRANCH} in {root}")
         index = GitIndex(git.git_dir)
-        for path, _mode, sha in git.walk(tree):
-            index.set(path, sha, worktree.write(root, path, git.read_blob(sha)))
+        for path, sha, data in files:
+            index.set(path, sha, worktree.write(root, path, data, new=True))
         index.write()
         os.makedirs(os.path.join(root, META_DIR, "cache"), mode=0o700, exist_ok=True)
     finally:
