@@ -53,7 +53,8 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
               help="The agent this server writes for (its own memory layer beside the shared "
                    "one); default: shared entries only.")
 @click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
-              help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.")
+              help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio, to "
+                   "clients that send the bearer token it prints at start.")
 @store_option
 def mcp_command(workspace: str | None, agent: str | None, http_port: int | None,
                 store_path: str | None) -> None:
