@@ -30,7 +30,7 @@ from filemem.errors import (
 )
 from filemem.location import default_store_path, resolve_store_path
 from filemem.model import PROTOCOL, Entry
-from filemem.provider import Provider, write_context
+from filemem.provider import TRUST_INPUT, Provider, TrustInput, write_context
 from filemem.store.core import Store
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ __version__ = "0.1.0"
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False,
                gate: Gate | None = None, budgets: Any = None, write_policy: str | None = None,
                write_policies: Any = None, stage_pending: bool = True,
-               validate: bool = True) -> Provider:
+               validate: bool = True,
+               policy_source: str | TrustInput | None = TRUST_INPUT) -> Provider:
     """Open the store at ``path`` (default: see :func:`default_store_path`) as a Provider.
 
     ``create=True`` makes the store if the folder is missing or empty. ``gate`` is called
@@ -52,7 +53,10 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     ``ask`` with no gate to ask, a write is staged as a pending approval for the owner
     (``filemem pending``) unless ``stage_pending=False``, which refuses it (``unavailable``).
     ``validate=False`` opens a store with invalid files at HEAD (for repairing it); reads
-    still raise STORE_CORRUPT.
+    still raise STORE_CORRUPT. ``policy_source`` is the source that ``source:<name>``
+    write policies are matched against: by default each write's own ``input.source`` (the
+    caller is your own program); a server for other programs passes the name you gave it
+    (or None), so a caller cannot pick a looser policy by naming a source.
     """
     Config().with_overrides(budgets=budgets, write_policy=write_policy,
                             write_policies=write_policies)  # bad overrides: fail before creating
@@ -64,7 +68,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     if validate:
         store.checked()  # fail now on a corrupt or too-new store
     return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,
-                    write_policies=write_policies, stage_pending=stage_pending)
+                    write_policies=write_policies, stage_pending=stage_pending,
+                    policy_source=policy_source)
 
 
 def init_store(path: str | os.PathLike[str] | None = None) -> Provider:

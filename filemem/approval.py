@@ -67,9 +67,12 @@ def reason(payload: Payload) -> str:
             f"{source}\n{payload['text']}")
 
 
-def resolve_policy(config: Config, payload: Payload) -> tuple[str, str | None]:
-    """``source:<name>`` first, then ``<track>/<scope>``, then the global policy."""
-    source = payload.get("source")
+def resolve_policy(config: Config, payload: Payload, source: str | None
+                   ) -> tuple[str, str | None]:
+    """``source:<name>`` first, then ``<track>/<scope>``, then the global policy. ``source``
+    is the one the transport vouches for (see :class:`~filemem.provider.Provider`), never
+    simply what the caller wrote in its input: a policy must not be chosen by the party it
+    governs."""
     if source is not None:
         key = f"source:{source}"
         if key in config.write_policies:
@@ -85,10 +88,12 @@ def gate_name(gate: Any) -> str:
 
 
 def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], *,
-           call_gate: Gate | None, provider_gate: Gate | None) -> Decision:
-    """Apply the policy and, under ``ask``, ask the transport: the call's own write gate
-    first, else the provider's. Never raises."""
-    policy, key = resolve_policy(config, payload)
+           policy_source: str | None, call_gate: Gate | None,
+           provider_gate: Gate | None) -> Decision:
+    """Apply the policy (``source:`` overrides matched against ``policy_source``) and, under
+    ``ask``, ask the transport: the call's own write gate first, else the provider's.
+    Never raises."""
+    policy, key = resolve_policy(config, payload, policy_source)
     which = f"writePolicy {policy}" + (f" for {key}" if key else "")
     if policy == "auto":
         return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})", policy=policy)

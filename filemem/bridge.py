@@ -263,7 +263,8 @@ class Bridge:
         return 0
 
 
-def run(store: str | None, *, budgets: Any = None, approval: str = "host") -> int:
+def run(store: str | None, *, budgets: Any = None, approval: str = "host",
+        source: str | None = None) -> int:
     """Serve one host on this process's stdin/stdout until it closes stdin."""
     import filemem
 
@@ -277,7 +278,10 @@ def run(store: str | None, *, budgets: Any = None, approval: str = "host") -> in
     overrides: dict[str, Any] = {}
     if approval in ("auto", "off"):
         overrides = {"write_policy": approval, "write_policies": {}}
-    provider = filemem.open_store(store, create=True, budgets=budgets, **overrides)
+    # `source:<name>` policies see the source the owner started the bridge with, never the
+    # host's input.source (which may be whatever a model asked for)
+    provider = filemem.open_store(store, create=True, budgets=budgets, policy_source=source,
+                                  **overrides)
     bridge = Bridge(provider, sys.stdin.buffer, out)
     if approval == "host":
         provider.gate = bridge.ask_host

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from filemem import approval, errors
 from filemem.approval import ApprovalRequest, Decision, Gate
@@ -44,6 +44,14 @@ from filemem.types import (
 )
 
 T = TypeVar("T")
+
+
+class TrustInput:
+    """``policy_source=TRUST_INPUT``: the caller is the owner's own program, so its
+    ``input.source`` picks ``source:<name>`` policies."""
+
+
+TRUST_INPUT: Final = TrustInput()
 AUDIT_LIMIT_DEFAULT = 100
 AUDIT_LIMIT_MAX = 10_000
 
@@ -69,10 +77,14 @@ class Provider:
 
     def __init__(self, store: Store, *, gate: Gate | None = None, budgets: Any = None,
                  write_policy: str | None = None, write_policies: Any = None,
-                 stage_pending: bool = True) -> None:
+                 stage_pending: bool = True,
+                 policy_source: str | TrustInput | None = TRUST_INPUT) -> None:
         self.store = store
         self.gate = gate
         self.stage_pending = stage_pending
+        # which source `source:<name>` policies see: TRUST_INPUT (the caller is the owner's
+        # own program), or the name the owner started a transport with (None: no source)
+        self.policy_source = policy_source
         self._overrides = {"budgets": budgets, "write_policy": write_policy,
                            "write_policies": write_policies}
         Config().with_overrides(**self._overrides)  # validate now: fail at open, not at use
@@ -105,6 +117,13 @@ class Provider:
             self._config_for = cached
         return cached[1]
 
+    def _policy_source(self, payload: Payload) -> str | None:
+        """The source ``writePolicies`` overrides are matched against: the write's own when
+        the caller is the owner's program, else only what the transport was started with."""
+        if isinstance(self.policy_source, TrustInput):
+            return payload.get("source")
+        return self.policy_source
+
     def _protocol(self, e: Entry) -> ProtocolEntry:
         return self._core.protocol(e)
 
@@ -132,6 +151,7 @@ class Provider:
             gate = replay.approver
             w = Writer(w.write, w.session_id, w.workspace_key, w.agent_key)  # no write gate
         decision = approval.decide(self.config(), payload, op.title(payload), w.write,
+                                   policy_source=self._policy_source(payload),
                                    call_gate=w.gate, provider_gate=gate)
         if not decision.allowed:
             action = payload["action"]
@@ -243,7 +263,8 @@ class Provider:
         op = operation(method)
         w = writer_of(write)
         prep = op.prepare(self._core, input, w)
-        policy, key = approval.resolve_policy(self.config(), prep.payload)
+        policy, key = approval.resolve_policy(self.config(), prep.payload,
+                                              self._policy_source(prep.payload))
         return ApprovalRequest(prep.payload, approval.reason(prep.payload), w.write, policy,
                                key, op.title(prep.payload))
 

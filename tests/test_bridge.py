@@ -24,7 +24,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from tests.conftest import BIG, ROOT, assert_clean_repo, git
+import filemem
+from tests.conftest import BIG, ROOT, assert_clean_repo, git, run_cli
 
 TIMEOUT = 20.0  # seconds one message may take before the test fails instead of hanging
 SCHEMA_DIR = ROOT / "schemas" / "bridge"
@@ -906,3 +907,37 @@ def test_bridges_started_together_on_a_missing_store(tmp_path: Path) -> None:
             assert p.returncode == 0, err.decode()
             assert json.loads(out)["result"]["store"] == str(store)
         assert commits(store) == 1
+
+
+def _trust_source(store: Path, name: str) -> None:
+    """The owner's filemem.yaml says writes from source NAME need no approval."""
+    filemem.init_store(store).close()
+    config = store / "filemem.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "writePolicies: {}", f'writePolicies: {{"source:{name}": auto}}'), encoding="utf-8")
+    out = run_cli("adopt", "--yes", store=store)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_host_cannot_pick_a_looser_policy_by_naming_a_source(
+        bridge: Callable[..., BridgeProc], store_path: Path) -> None:
+    """A `source:X: auto` override applies to what the owner started the bridge for, not to
+    a host (or the model behind it) that writes `input.source: X`."""
+    _trust_source(store_path, "trusted-tool")
+    b = bridge()  # no --source: the host's input.source is recorded, it picks no policy
+    rid = b.request("add", {"input": entry_input("claims to be trusted",
+                                                 source="trusted-tool"), "write": W})
+    ask = b.approval()  # the store's own policy (ask) applies: the person is asked
+    assert ask["params"]["payload"]["source"] == "trusted-tool"
+    b.reply(ask, "rejected")
+    assert b.answer(rid)["error"]["data"]["details"] == {"outcome": "rejected"}
+    assert b.result("listEntries") == []
+    assert b.finish() == 0
+    owner_started = bridge("--source", "trusted-tool")  # the owner vouches for this host
+    entry = add(owner_started, "from the trusted tool", source="trusted-tool")["entry"]
+    assert [e["id"] for e in owner_started.result("listEntries")] == [entry["id"]]
+    row = owner_started.result("auditList", {"limit": 1})[0]
+    assert row["outcome"] == ("allowed-once (via approval, writePolicy auto for "
+                              "source:trusted-tool)")
+    assert owner_started.approvals == []
+    assert owner_started.finish() == 0

@@ -21,8 +21,13 @@ from filemem.cli.common import EXIT_CODES, EXIT_NO_STORE, EXIT_PROTOCOL, store_o
               show_default=True,
               help="host: under the ask policy, send the host an approval/request per write; "
                    "auto / off: allow / refuse every write without asking.")
+@click.option("--source", metavar="NAME",
+              help="The source this host's writes are for, as writePolicies' source:NAME "
+                   "overrides see it (default: none; a host's input.source is recorded but "
+                   "never chooses a policy).")
 @store_option
-def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> None:
+def bridge(budgets_json: str | None, approval: str, source: str | None,
+           store_path: str | None) -> None:
     """Serve the protocol's Provider face as JSON-RPC 2.0 over stdin/stdout (one JSON
     object per line) for hosts in other languages. The store is created if missing.
     See schemas/bridge.md for the messages."""
@@ -35,7 +40,7 @@ def bridge(budgets_json: str | None, approval: str, store_path: str | None) -> N
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--budgets") from None
     try:
-        code = run(store_path, budgets=budgets_value, approval=approval)
+        code = run(store_path, budgets=budgets_value, approval=approval, source=source)
     except errors.FilememError as exc:
         click.echo(f"filemem bridge: {exc.code}: {exc.message}", err=True)
         sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
