@@ -15,7 +15,7 @@ whole audit trail. This module knows entries and rules, not files or git.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar, cast
 
 from filemem import approval, errors
@@ -153,6 +153,12 @@ class Provider:
         decision = approval.decide(self.config(), payload, op.title(payload), w.write,
                                    policy_source=self._policy_source(payload),
                                    call_gate=w.gate, provider_gate=gate)
+        if replay is not None and decision.allowed and \
+                approval.gate_name(replay.approver) not in decision.label:
+            # allowed by the policy alone (writePolicy auto): the row still names the
+            # pending approval it settles, so a killed approve is never run twice
+            decision = replace(decision, label=f"{decision.label[:-1]}; approved by "
+                                               f"{approval.gate_name(replay.approver)})")
         if not decision.allowed:
             action = payload["action"]
             if (decision.outcome == "unavailable" and decision.policy == "ask"

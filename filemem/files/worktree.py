@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -109,6 +110,13 @@ def is_clean(root: str, path: str, head_blob: str | None, index: object | None) 
     return data is not None and hash_blob(data) == head_blob
 
 
+@dataclass(frozen=True)
+class JournalRecord:
+    paths: dict[str, tuple[str | None, str | None]]
+    new_head: str | None
+    adopted: dict[str, str]  # path -> the hand-edited blob the new commit took in
+
+
 @dataclass
 class Journal:
     """What a write is about to change, so the next open can finish or undo it. Written
@@ -121,21 +129,32 @@ class Journal:
         return cls(os.path.join(meta_dir, JOURNAL_NAME))
 
     def begin(self, old_head: str | None, new_head: str,
-              paths: dict[str, tuple[str | None, str | None]]) -> None:
-        data = json.dumps({"old": old_head, "new": new_head,
-                           "paths": {p: list(v) for p, v in paths.items()}}).encode()
+              paths: dict[str, tuple[str | None, str | None]],
+              adopted: Mapping[str, str | None] | None = None) -> None:
+        """``paths``: each path's (old, new) blob. ``adopted``: paths whose working-tree
+        content (that blob) is what the commit to ``new_head`` takes in (a person's edit
+        being adopted): once HEAD is ``new_head`` it may be replaced like the old version."""
+        doc: dict[str, object] = {"old": old_head, "new": new_head,
+                                  "paths": {p: list(v) for p, v in paths.items()}}
+        if adopted:
+            doc["adopted"] = {p: b for p, b in adopted.items() if b is not None}
         atomic.remove_temps(self.path)  # a killed begin's (the store lock is held)
-        atomic.atomic_write(self.path, data, durable=True)
+        atomic.atomic_write(self.path, json.dumps(doc).encode(), durable=True)
 
     def read(self) -> dict[str, tuple[str | None, str | None]] | None:
+        got = self.read_all()
+        return None if got is None else got.paths
+
+    def read_all(self) -> JournalRecord | None:
         try:
             with open(self.path, encoding="utf-8") as f:
                 raw = json.load(f)
         except FileNotFoundError:
             return None
-        except ValueError:
-            return {}  # torn journal: nothing was changed yet when it was being written
-        return {p: (v[0], v[1]) for p, v in raw.get("paths", {}).items()}
+        except ValueError:  # torn journal: nothing was changed yet when it was being written
+            return JournalRecord({}, None, {})
+        return JournalRecord({p: (v[0], v[1]) for p, v in raw.get("paths", {}).items()},
+                             raw.get("new"), dict(raw.get("adopted") or {}))
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
@@ -146,14 +165,17 @@ class Journal:
 
 
 def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
-           head_blob: dict[str, str | None], blob_data: dict[str, bytes]) -> list[str]:
+           head_blob: dict[str, str | None], blob_data: dict[str, bytes],
+           adopted: Mapping[str, str] | None = None) -> list[str]:
     """Put journaled paths back to HEAD's version where the file holds the old or the new
     version (or a temp file was left); leave any other content alone. Returns repaired paths.
 
     ``head_blob`` maps each path to HEAD's blob (None: absent at HEAD); ``blob_data`` maps
-    blob shas to their bytes.
+    blob shas to their bytes. ``adopted``: paths whose content (that blob) the commit at
+    HEAD took in, so it may be replaced too (pass it only when HEAD is that commit).
     """
     repaired = []
+    adopted = adopted or {}
     for path, (old, new) in paths.items():
         atomic.remove_temps(full_path(root, path), suffix=TMP_SUFFIX)
         data = read(root, path)
@@ -163,7 +185,8 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
             continue
         torn_new = old is None and new is not None and data is not None \
             and new in blob_data and blob_data[new].startswith(data)
-        if current not in (old, new, None) and not torn_new:
+        taken_in = current is not None and adopted.get(path) == current
+        if current not in (old, new, None) and not torn_new and not taken_in:
             continue  # someone's own edit: never overwrite it
         if want is None:
             remove(root, path)

@@ -31,14 +31,14 @@ from filemem.owner.sync import SyncResult
 from filemem.provider import Provider
 from filemem.session import writer_of
 from filemem.store.auditlog import row
-from filemem.store.pending import Record
+from filemem.store.pending import Record, approved_by, rejected_by
 
 
 class OwnerApproval:
     """The approval transport of ``filemem approve``: the owner already said yes."""
 
     def __init__(self, pending_id: str) -> None:
-        self.name = f"the owner's `filemem approve` of pending {pending_id}"
+        self.name = approved_by(pending_id)
 
     def __call__(self, request: ApprovalRequest) -> str:
         return "allowed-once"
@@ -78,7 +78,7 @@ def _reject(provider: Provider, pending_id: str, reason: str | None = None) -> R
     r = row(f"{payload['action']}-denied", track=payload["track"], scope=payload["scope"],
             text=payload["text"], source=payload.get("source") or DEFAULT_SOURCE,
             session_id=w.session_id,
-            outcome=f"rejected (via the owner's `filemem reject` of pending {record['id']}{note})")
+            outcome=f"rejected (via {rejected_by(record['id'])}{note})")
     try:
         provider.store.record([r], body=payload["text"],
                               subject=f"{payload['action']}-denied {payload['track']}/"

@@ -22,6 +22,7 @@ from filemem import errors
 from filemem.config import Config
 from filemem.files import codec, worktree
 from filemem.files.codec import CodecError
+from filemem.files.gitindex import hash_blob
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     SHARED_DIR,
@@ -179,7 +180,9 @@ def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
 
 def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     """Everything in the working tree that differs from HEAD, in path order. Budgets are
-    checked as if everything were adopted (``adopt`` checks the changes it picks)."""
+    checked as if everything were adopted (``adopt`` checks the changes it picks). A write
+    killed half way is repaired first, so its half-mirrored files are not shown."""
+    store.repair()
     state = store.state()
     head_files = {p for p in state.blobs} | set(state.corrupt)
     index = store.index()
@@ -365,7 +368,8 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
                         outcome=f"{OUTCOME}: {c.kind}", source=c.after.source))
     subject = f"edit: adopt {len(changes)} hand edit{'s' if len(changes) != 1 else ''}"
     body = "\n".join(f"{c.kind}: {c.path}" for c in changes)
-    allow = {c.path for c in changes} | {c.target for c in changes if c.target}
+    allow: dict[str, str | None] = {c.target: None for c in changes if c.target}
+    allow.update({c.path: hash_blob(c.data) if c.data is not None else None for c in changes})
     txn.commit_files(files, rows=rows, subject=subject, body=body, allow_dirty=allow)
 
 
@@ -375,15 +379,22 @@ def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
         changes = select(status(store), store.root, paths)
         state = store.state()
         index = store.index()
+        heads = {c.path: state.blobs.get(c.path) if c.is_entry else
+                 store.git.blob_at(state.tree, c.path) for c in changes}
+        # journaled like a commit's mirror (the hand edit is "old", HEAD's version "new"):
+        # a kill half way is finished by the next open, never left half discarded
+        store.journal.begin(state.head, state.head, {
+            c.path: (hash_blob(c.data) if c.data is not None else None, heads[c.path])
+            for c in changes})
         for c in changes:
-            head_blob = state.blobs.get(c.path) if c.is_entry else \
-                store.git.blob_at(state.tree, c.path)
+            head_blob = heads[c.path]
             if head_blob is None:
                 worktree.remove(store.root, c.path)
                 continue
             st = worktree.write(store.root, c.path, store.git.read_blob(head_blob))
             index.set(c.path, head_blob, st)
         store._write_index(index)
+        store.journal.clear()
         return changes
 
 

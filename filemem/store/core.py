@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import threading
@@ -36,7 +37,7 @@ from filemem.store import create
 from filemem.store.auditlog import Ledger, next_seq
 from filemem.store.audittrail import AuditTrail
 from filemem.store.names import CONFIG_FILE, META_DIR, private_files
-from filemem.store.pending import PendingStore
+from filemem.store.pending import PendingStore, Record, settles
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
@@ -50,6 +51,14 @@ COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
 T = TypeVar("T")
+
+
+def _json_row(line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class Store:
@@ -68,7 +77,7 @@ class Store:
         with private_files():
             os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
         self.ledger = Ledger(self.meta)
-        self.pending = PendingStore(self.meta)
+        self.pending = PendingStore(self.meta, recover=self._recover_claims)
         self.recall = RecallCounters(self.meta)
         self.journal = worktree.Journal.at(self.meta)
         self.trail = AuditTrail(self.git, self.ledger)
@@ -351,9 +360,10 @@ class Store:
 
     def _recover(self) -> list[str]:
         """Finish or undo what a killed write left in the working tree (lock held)."""
-        paths = self.journal.read()
-        if paths is None:
+        record = self.journal.read_all()
+        if record is None:
             return []
+        paths = record.paths
         self.git.clear_stale_locks()
         lock = os.path.join(self.git.git_dir, "index.lock")
         with contextlib.suppress(FileNotFoundError):
@@ -368,7 +378,9 @@ class Store:
                 with contextlib.suppress(KeyError, GitError):
                     data[new] = self.git.read_blob(new)
         with private_files():
-            repaired = worktree.repair(self.root, paths, head_blob, data)
+            # hand edits an adopt took in are replaced only if its commit is HEAD
+            adopted = record.adopted if head is not None and head == record.new_head else {}
+            repaired = worktree.repair(self.root, paths, head_blob, data, adopted)
             index = self.index()
             for path, sha in head_blob.items():
                 if sha is None:
@@ -381,6 +393,46 @@ class Store:
             self._write_index(index)
         self.journal.clear()
         return repaired
+
+    def repair(self) -> None:
+        """Finish or undo a killed write now, if one left its journal (takes the lock)."""
+        if self.journal.exists():
+            with self.locked(), private_files():
+                if self.journal.exists():
+                    self._recover()
+
+    def _recover_claims(self) -> None:
+        """Put back (or drop, if settled) pending approvals claimed by a process that is
+        gone: an approve or reject killed mid-way (under the lock, so a live one's commit
+        cannot land meanwhile)."""
+        with self.locked():
+            if self.journal.exists():
+                self._recover()
+            self.pending.recover_stale(self._settled)
+
+    def _settled(self, record: Record) -> bool:
+        """Whether pending ``record`` was approved (its write committed) or rejected: an
+        audit row names it, in a commit newer than its staging or in the ledger."""
+        pid = str(record.get("id", ""))
+        if not pid:
+            return False
+        head = self.git.head()
+        if head is not None:
+            for info in self.git.newest_first(head):
+                if pid not in info.message:
+                    continue
+                rows = self.trail.commit_rows(info)
+                if any(settles(r, pid) for r in rows):
+                    return True
+                if any(str(r["action"]).endswith("-pending") and
+                       f"staged as {pid}" in str(r["outcome"]) for r in rows):
+                    break  # its staging: nothing older settles it
+        with contextlib.suppress(FileNotFoundError), \
+                open(self.ledger.path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if pid in line and settles(_json_row(line), pid):
+                    return True
+        return False
 
     # ------------------------------------------------------------ writing
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 from filemem import errors
@@ -23,15 +24,119 @@ _CLAIMED: Final = ".claimed"
 Record = dict[str, Any]
 
 
-class PendingStore:
-    """The folder of staged writes. A record is claimed (renamed) while it is being
-    approved, so two owners approving at once cannot both run it."""
+def approved_by(pid: str) -> str:
+    """Who approves pending ``pid``: the approve commit's audit outcome names it."""
+    return f"the owner's `filemem approve` of pending {pid}"
 
-    def __init__(self, meta_dir: str) -> None:
+
+def rejected_by(pid: str) -> str:
+    """Who rejects pending ``pid``: the ``-denied`` row's outcome names it."""
+    return f"the owner's `filemem reject` of pending {pid}"
+
+
+def settles(r: Any, pid: str) -> bool:
+    """Whether audit row ``r`` records pending ``pid`` as approved (its write committed) or
+    rejected; a ``-failed`` row (approved, then refused) leaves it pending."""
+    outcome, action = str(r.get("outcome") or ""), str(r.get("action") or "")
+    if f"{approved_by(pid)})" in outcome and not action.endswith(("-failed", "-denied")):
+        return True
+    return any(outcome.startswith(f"rejected (via {rejected_by(pid)}{end}")
+               for end in (")", ":"))
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (Linux: clock ticks since boot), "" where that cannot
+    be told; None if there is no such process (or only its zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        fields = []
+    if len(fields) > 19:
+        return None if fields[0] in ("Z", "X") else fields[19]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass  # it exists (someone else's)
+    return ""
+
+
+def holder() -> str:
+    """This process, as a claim names it: ``<pid>-<start time>`` (a reused pid differs)."""
+    return f"{os.getpid()}-{_started(os.getpid()) or ''}"
+
+
+def holder_alive(name: str) -> bool:
+    pid, _, start = name.partition("-")
+    if not pid.isdigit():
+        return False
+    now = _started(int(pid))
+    return now is not None and (now == start or not now or not start)
+
+
+class PendingStore:
+    """The folder of staged writes. A record is claimed while it is being approved or
+    rejected, so two owners at once cannot both run it: renamed to
+    ``<id>.json.claimed.<pid>-<start time>``, naming the process that holds it. A claim
+    whose holder is gone (killed mid-approve) is recovered before the records are read:
+    ``recover`` (the store's, under its lock) asks whether the write was settled (its
+    approve or reject row is in the audit trail): then the claim is dropped, else the
+    record is put back, pending again."""
+
+    def __init__(self, meta_dir: str,
+                 recover: Callable[[], None] | None = None) -> None:
         self.dir = os.path.join(meta_dir, PENDING_DIR)
+        self._recover = recover
+        self._held: dict[str, str] = {}  # id -> the claimed file this process holds
 
     def _path(self, pid: str, claimed: bool = False) -> str:
-        return os.path.join(self.dir, f"{pid}.json{_CLAIMED if claimed else ''}")
+        if claimed:
+            return self._held.get(pid) or os.path.join(self.dir, f"{pid}.json{_CLAIMED}")
+        return os.path.join(self.dir, f"{pid}.json")
+
+    def stale_claims(self) -> list[tuple[str, str]]:
+        """(id, claimed file) of every claim whose holder is no longer running."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in sorted(names):
+            base, sep, who = name.partition(".json" + _CLAIMED)
+            if not sep or (who and not who.startswith(".")) or base in self._held:
+                continue
+            if not who or not holder_alive(who[1:]):  # no holder named: an older filemem's
+                out.append((base, os.path.join(self.dir, name)))
+        return out
+
+    def recover_stale(self, settled: Callable[[Record], bool]) -> list[str]:
+        """Drop each stale claim whose write was settled, put the others back pending
+        (the caller holds the store lock, so nothing settles one meanwhile)."""
+        done = []
+        for pid, path in self.stale_claims():
+            try:
+                with open(path, encoding="utf-8") as f:
+                    record: Record = json.load(f)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                record = {"id": pid}
+            if settled(record):
+                os.unlink(path)
+            elif os.path.exists(self._path(pid)):
+                os.unlink(path)  # restored already (cannot happen: claims are renames)
+            else:
+                os.rename(path, self._path(pid))
+            done.append(pid)
+        return done
+
+    def _recover_stale(self) -> None:
+        if self._recover is not None and self.stale_claims():
+            self._recover()
 
     def stage(self, record: Record) -> str:
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
@@ -44,7 +149,8 @@ class PendingStore:
         return pid
 
     def list(self) -> list[Record]:
-        """Every pending record, oldest first."""
+        """Every pending record, oldest first (stale claims recovered first)."""
+        self._recover_stale()
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
@@ -73,17 +179,21 @@ class PendingStore:
     def claim(self, pid: str) -> Record:
         """Take a record out of the pending set (PROPOSAL_NOT_FOUND if someone else did)."""
         full = self.resolve(pid)
+        claimed = os.path.join(self.dir, f"{full}.json{_CLAIMED}.{holder()}")
         try:
-            os.rename(self._path(full), self._path(full, claimed=True))
+            os.rename(self._path(full), claimed)
         except FileNotFoundError:
             raise errors.pending_not_found(pid) from None
-        with open(self._path(full, claimed=True), encoding="utf-8") as f:
+        self._held[full] = claimed
+        with open(claimed, encoding="utf-8") as f:
             record: Record = json.load(f)
         return record
 
     def release(self, pid: str) -> None:
         """Put a claimed record back (its approval did not go through)."""
         os.replace(self._path(pid, claimed=True), self._path(pid))
+        self._held.pop(pid, None)
 
     def drop(self, pid: str) -> None:
         os.unlink(self._path(pid, claimed=True))
+        self._held.pop(pid, None)

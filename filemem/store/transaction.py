@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from filemem import errors
@@ -65,12 +65,14 @@ class Transaction:
     def commit_files(self, changes: dict[str, bytes | None], *, rows: list[AuditRow],
                      subject: str, body: str = "", parents: list[str] | None = None,
                      evolve_with: tuple[list[Entry], list[Entry]] | None = None,
-                     allow_dirty: Collection[str] = ()) -> str:
+                     allow_dirty: Mapping[str, str | None] | None = None) -> str:
         """Write one commit changing files (None deletes) on top of HEAD, with extra
         ``parents`` for a merge; the journal, the compare-and-swap and the working tree as
         in :meth:`commit`. Without ``evolve_with`` (the entries put and deleted) the view of
         HEAD is rebuilt from the new tree. ``allow_dirty``: paths whose uncommitted content
-        is what is being committed (adopting hand edits)."""
+        is what is being committed (adopting hand edits), each with the blob of that content
+        (None: no file there), journaled so that a kill while mirroring is repaired."""
+        allow_dirty = allow_dirty or {}
         store, st, git = self.store, self.state, self.store.git
         head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
                       for p in changes}
@@ -98,7 +100,8 @@ class Transaction:
         git.write(pending)
         if changes:
             store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
-                                                  for p in changes})
+                                                  for p in changes},
+                                adopted={p: b for p, b in allow_dirty.items() if p in changes})
         with self._index_locked(bool(changes)) as lock:
             if not git.cas_head(st.head, commit, subject):
                 store.journal.clear()
