@@ -4,6 +4,13 @@ Files are replaced by write-to-temp + rename, so an editor or a watcher never se
 file. They are not fsynced: the commit is the durable record, and the journal lets the next
 open put back from HEAD whatever a killed write left half done, file by file, without ever
 touching a file whose content is neither the old nor the new version (a person's edit).
+
+Nothing here reads, writes or deletes through a symbolic link: a file that is a link is
+refused (:class:`~filemem.files.atomic.LinkRefused`) where it would be read, replaced (the
+link itself, by rename) where it is written, and unlinked itself where it is deleted; a
+folder on the way that is a link refuses all three. The journal is the owner's local state,
+not a trusted source: repair acts only on paths that name a store file
+(:func:`~filemem.files.layout.is_store_path`), and the caller checks its blobs against git.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from filemem.files import atomic
+from filemem.files.atomic import LinkRefused
 from filemem.files.gitindex import hash_blob
+from filemem.files.layout import is_store_path
 
 TMP_SUFFIX: Final = ".filemem-tmp"
 JOURNAL_NAME: Final = "journal.json"
@@ -26,12 +35,31 @@ def full_path(root: str, path: str) -> str:
     return os.path.join(root, *path.split("/"))
 
 
+def _refuse_linked_folder(root: str, path: str) -> None:
+    link = linked_folder(root, path)
+    if link is not None:
+        raise LinkRefused(link)
+
+
 def read(root: str, path: str) -> bytes | None:
+    """A working-tree file's bytes, None if there is none; LinkRefused if it (or a folder
+    on the way) is a symbolic link: what a link points to is never read."""
+    _refuse_linked_folder(root, path)
     try:
-        with open(full_path(root, path), "rb") as f:
-            return f.read()
+        return atomic.read_nofollow(full_path(root, path))
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+
+
+def link_problem(root: str, path: str) -> str | None:
+    """Why ``path`` cannot be read as a store file (it or a folder on the way is a link)."""
+    try:
+        read(root, path)
+    except LinkRefused as exc:
+        return f"{exc.filename} is a symbolic link; filemem does not read through links"
+    except OSError:
+        return None
+    return None
 
 
 def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_result:
@@ -41,6 +69,7 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
     matters for a 1,000-entry seed); FileExistsError if something is already there.
     Recovery recognises a torn new file as a prefix of the version being written.
     """
+    _refuse_linked_folder(root, path)
     target = full_path(root, path)
     folder = os.path.dirname(target)
     if new:
@@ -55,7 +84,9 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
 
 
 def remove(root: str, path: str) -> None:
-    """Delete a file and the folders it leaves empty (git does not track folders)."""
+    """Delete a file (a link: the link itself) and the folders it leaves empty (git does
+    not track folders)."""
+    _refuse_linked_folder(root, path)
     target = full_path(root, path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
@@ -119,17 +150,32 @@ class Journal:
         atomic.atomic_write(self.path, data, durable=True)
 
     def read(self) -> dict[str, tuple[str | None, str | None]] | None:
+        got = self.read_all()
+        return None if got is None else got[2]
+
+    def read_all(self) -> tuple[str | None, str | None,
+                                dict[str, tuple[str | None, str | None]]] | None:
+        """(old head, new head, {path: (old blob, new blob)}), None if there is no journal,
+        no paths if it is torn or not in its format. LinkRefused if it is a symbolic link."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                raw = json.load(f)
+            raw = json.loads(atomic.read_nofollow(self.path))
         except FileNotFoundError:
             return None
         except ValueError:
-            return {}  # torn journal: nothing was changed yet when it was being written
-        return {p: (v[0], v[1]) for p, v in raw.get("paths", {}).items()}
+            return None, None, {}  # torn: nothing was changed yet when it was being written
+        out: dict[str, tuple[str | None, str | None]] = {}
+        if not isinstance(raw, dict) or not isinstance(raw.get("paths"), dict):
+            return None, None, out
+        for p, v in raw["paths"].items():
+            if isinstance(v, list) and len(v) == 2 and all(
+                    x is None or isinstance(x, str) for x in v):
+                out[p] = (v[0], v[1])
+        old, new = raw.get("old"), raw.get("new")
+        return (old if isinstance(old, str) else None, new if isinstance(new, str) else None,
+                out)
 
     def exists(self) -> bool:
-        return os.path.exists(self.path)
+        return os.path.lexists(self.path)
 
     def clear(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -146,8 +192,13 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
     """
     repaired = []
     for path, (old, new) in paths.items():
+        if not is_store_path(path) or linked_folder(root, path) is not None:
+            continue  # the caller has refused it (not a store file, or through a link)
         atomic.remove_temps(full_path(root, path), suffix=TMP_SUFFIX)
-        data = read(root, path)
+        try:
+            data = read(root, path)
+        except LinkRefused:
+            continue  # a link a person put there: theirs, never followed nor replaced
         current = hash_blob(data) if data is not None else None
         want = head_blob.get(path)
         if current == want:

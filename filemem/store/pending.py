@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from filemem import errors
 from filemem.files import atomic
+from filemem.store.names import linked
 
 PENDING_DIR: Final = "pending"
 _CLAIMED: Final = ".claimed"
@@ -54,8 +55,8 @@ class PendingStore:
             if not name.endswith(".json"):
                 continue
             try:
-                with open(os.path.join(self.dir, name), encoding="utf-8") as f:
-                    out.append(json.load(f))
+                # never through a link (LinkRefused is an OSError: such a record is skipped)
+                out.append(json.loads(atomic.read_nofollow(os.path.join(self.dir, name))))
             except (OSError, ValueError):
                 continue
         out.sort(key=lambda r: (r.get("createdAt", 0), r.get("id", "")))
@@ -77,8 +78,10 @@ class PendingStore:
             os.rename(self._path(full), self._path(full, claimed=True))
         except FileNotFoundError:
             raise errors.pending_not_found(pid) from None
-        with open(self._path(full, claimed=True), encoding="utf-8") as f:
-            record: Record = json.load(f)
+        try:
+            record: Record = json.loads(atomic.read_nofollow(self._path(full, claimed=True)))
+        except atomic.LinkRefused:
+            raise linked(self._path(full, claimed=True)) from None
         return record
 
     def release(self, pid: str) -> None:
