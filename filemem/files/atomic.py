@@ -9,6 +9,10 @@
 * :func:`replace_many` — many files: every temp file written (and fsynced) before any is
   renamed, so a journaling file system commits them in one go; nothing short is ever
   renamed into place and every temp file is removed on a failure.
+* :func:`open_nofollow` / :func:`read_nofollow` — open or read a file, never through a
+  symbolic link (O_NOFOLLOW; :class:`LinkRefused` if ``path`` is a link). Replacing a file
+  (the functions above) renames over the name, so a link there is replaced, never written
+  through; new files are created exclusively (O_EXCL does not follow a link either).
 * :class:`LockFile` — git's ``<path>.lock`` protocol (dulwich's GitFile): the lock file,
   created exclusively, is the mutex and the new content at once; committed by renaming it
   over ``path``, aborted by deleting it.
@@ -30,7 +34,35 @@ from types import TracebackType
 from typing import Final
 
 TMP_SUFFIX: Final = ".tmp"
+NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _counter = itertools.count()
+
+
+class LinkRefused(OSError):
+    """A symbolic link where filemem reads or writes a file: never followed."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.ELOOP, "is a symbolic link", path)
+
+
+def open_nofollow(path: str, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` that refuses (:class:`LinkRefused`) a symbolic link at ``path`` rather than
+    opening what it points to. Where O_NOFOLLOW does not exist (Windows), an lstat first."""
+    if not NOFOLLOW and os.path.islink(path):
+        raise LinkRefused(path)
+    try:
+        return os.open(path, flags | NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise LinkRefused(path) from None
+        raise
+
+
+def read_nofollow(path: str) -> bytes:
+    """A whole file's bytes, never through a symbolic link (:class:`LinkRefused`)."""
+    fd = open_nofollow(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -67,6 +67,22 @@ def is_entry_path(path: str) -> bool:
     return head in ENTRY_ROOTS and path.endswith(ENTRY_SUFFIX)
 
 
+_NOT_STORE_DIRS: Final = frozenset({".git", ".filemem"})
+
+
+def is_store_path(path: str) -> bool:
+    """Whether ``path`` can name a file of the store's tree: relative, POSIX, no empty,
+    ``.`` or ``..`` component, no backslash, drive or NUL, and not inside ``.git/`` or
+    ``.filemem/`` (what a journal read from disk may name before it is acted on)."""
+    if not isinstance(path, str) or not path or "\\" in path or "\0" in path \
+            or path.startswith("/") or ":" in path.split("/", 1)[0]:
+        return False
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return False
+    return parts[0].lower() not in _NOT_STORE_DIRS
+
+
 def path_problem(path: str, entry: Entry) -> str | None:
     """Why ``path`` is not where ``entry`` belongs, or None if it is."""
     expected = entry_path(entry)
@@ -162,6 +178,6 @@ def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
 
 __all__ = [
     "ENTRY_ROOTS", "SCOPES", "SHARED_DIR", "TOP_FILES", "check_tree_path", "entry_path",
-    "id_from_path", "is_entry_path", "key_dir", "layer_dir", "leaves_folder", "name_problem",
-    "path_problem",
+    "id_from_path", "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder",
+    "name_problem", "path_problem",
 ]

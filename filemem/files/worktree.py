@@ -4,6 +4,13 @@ Files are replaced by write-to-temp + rename, so an editor or a watcher never se
 file. They are not fsynced: the commit is the durable record, and the journal lets the next
 open put back from HEAD whatever a killed write left half done, file by file, without ever
 touching a file whose content is neither the old nor the new version (a person's edit).
+
+Nothing here reads, writes or deletes through a symbolic link: a file that is a link is
+refused (:class:`~filemem.files.atomic.LinkRefused`) where it would be read, replaced (the
+link itself, by rename) where it is written, and unlinked itself where it is deleted; a
+folder on the way that is a link refuses all three. The journal is the owner's local state,
+not a trusted source: repair acts only on paths that name a store file
+(:func:`~filemem.files.layout.is_store_path`), and the caller checks its blobs against git.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from filemem.files import atomic
+from filemem.files.atomic import LinkRefused
 from filemem.files.gitindex import hash_blob
-from filemem.files.layout import leaves_folder
+from filemem.files.layout import is_store_path, leaves_folder
 
 TMP_SUFFIX: Final = ".filemem-tmp"
 JOURNAL_NAME: Final = "journal.json"
@@ -28,10 +36,18 @@ def full_path(root: str, path: str) -> str:
     return os.path.join(root, *path.split("/"))
 
 
+def _refuse_linked_folder(root: str, path: str) -> None:
+    link = linked_folder(root, path)
+    if link is not None:
+        raise LinkRefused(link)
+
+
 def read(root: str, path: str) -> bytes | None:
+    """A working-tree file's bytes, None if there is none; LinkRefused if it (or a folder
+    on the way) is a symbolic link: what a link points to is never read."""
+    _refuse_linked_folder(root, path)
     try:
-        with open(full_path(root, path), "rb") as f:
-            return f.read()
+        return atomic.read_nofollow(full_path(root, path))
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
@@ -44,6 +60,17 @@ def _inside(path: str) -> str:
     return path
 
 
+def link_problem(root: str, path: str) -> str | None:
+    """Why ``path`` cannot be read as a store file (it or a folder on the way is a link)."""
+    try:
+        read(root, path)
+    except LinkRefused as exc:
+        return f"{exc.filename} is a symbolic link; filemem does not read through links"
+    except OSError:
+        return None
+    return None
+
+
 def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_result:
     """Replace a working-tree file atomically (temp + rename, not fsynced); returns its stat.
 
@@ -51,6 +78,7 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
     matters for a 1,000-entry seed); FileExistsError if something is already there.
     Recovery recognises a torn new file as a prefix of the version being written.
     """
+    _refuse_linked_folder(root, path)
     target = full_path(root, _inside(path))
     folder = os.path.dirname(target)
     if new:
@@ -65,7 +93,9 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
 
 
 def remove(root: str, path: str) -> None:
-    """Delete a file and the folders it leaves empty (git does not track folders)."""
+    """Delete a file (a link: the link itself) and the folders it leaves empty (git does
+    not track folders)."""
+    _refuse_linked_folder(root, path)
     target = full_path(root, _inside(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
@@ -115,6 +145,7 @@ class JournalRecord:
     paths: dict[str, tuple[str | None, str | None]]
     new_head: str | None
     adopted: dict[str, str]  # path -> the hand-edited blob the new commit took in
+    old_head: str | None = None
 
 
 @dataclass
@@ -146,18 +177,31 @@ class Journal:
         return None if got is None else got.paths
 
     def read_all(self) -> JournalRecord | None:
+        """None if there is no journal; no paths if it is torn or not in its format.
+        LinkRefused if it is a symbolic link."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                raw = json.load(f)
+            raw = json.loads(atomic.read_nofollow(self.path))
         except FileNotFoundError:
             return None
         except ValueError:  # torn journal: nothing was changed yet when it was being written
             return JournalRecord({}, None, {})
-        return JournalRecord({p: (v[0], v[1]) for p, v in raw.get("paths", {}).items()},
-                             raw.get("new"), dict(raw.get("adopted") or {}))
+        out: dict[str, tuple[str | None, str | None]] = {}
+        if not isinstance(raw, dict) or not isinstance(raw.get("paths"), dict):
+            return JournalRecord(out, None, {})
+        for p, v in raw["paths"].items():
+            if isinstance(v, list) and len(v) == 2 and all(
+                    x is None or isinstance(x, str) for x in v):
+                out[p] = (v[0], v[1])
+        old, new = raw.get("old"), raw.get("new")
+        adopted = raw.get("adopted")
+        return JournalRecord(
+            out, new if isinstance(new, str) else None,
+            {p: b for p, b in adopted.items() if isinstance(p, str) and isinstance(b, str)}
+            if isinstance(adopted, dict) else {},
+            old if isinstance(old, str) else None)
 
     def exists(self) -> bool:
-        return os.path.exists(self.path)
+        return os.path.lexists(self.path)
 
     def clear(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -177,8 +221,13 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
     repaired = []
     adopted = adopted or {}
     for path, (old, new) in paths.items():
+        if not is_store_path(path) or linked_folder(root, path) is not None:
+            continue  # the caller has refused it (not a store file, or through a link)
         atomic.remove_temps(full_path(root, path), suffix=TMP_SUFFIX)
-        data = read(root, path)
+        try:
+            data = read(root, path)
+        except LinkRefused:
+            continue  # a link a person put there: theirs, never followed nor replaced
         current = hash_blob(data) if data is not None else None
         want = head_blob.get(path)
         if current == want:

@@ -147,7 +147,9 @@ class Owner:
         head_blob = state.blobs.get(change.path) if change.is_entry else \
             git.blob_at(state.tree, change.path)
         before = git.read_blob(head_blob).decode("utf-8", "replace") if head_blob else ""
-        after = worktree.read(self._store.root, change.path)
+        root = self._store.root  # a link: what it points to is never read
+        after = None if worktree.link_problem(root, change.path) else \
+            worktree.read(root, change.path)
         after_text = after.decode("utf-8", "replace") if after is not None else ""
         lines = difflib.unified_diff(
             before.splitlines(keepends=True), after_text.splitlines(keepends=True),

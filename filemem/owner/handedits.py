@@ -192,8 +192,12 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     for path in sorted(head_files):
         if worktree.is_clean(store.root, path, state.blobs.get(path), index):
             continue
-        data = worktree.read(store.root, path)
         before = by_path.get(path)
+        link = worktree.link_problem(store.root, path)
+        if link is not None:  # what a link points to is never read, let alone committed
+            changes.append(Change(path, "edited", before, problem=link))
+            continue
+        data = worktree.read(store.root, path)
         if data is None:
             changes.append(Change(path, "deleted", before=before))
             continue
@@ -205,6 +209,10 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
              if c.kind == "deleted" and c.before is not None}
     seen_ids = {e.id for e in state.entries.values()} - moved.keys()
     for path in sorted(_working_files(store) - head_files):
+        link = worktree.link_problem(store.root, path)
+        if link is not None:
+            changes.append(Change(path, "added", problem=link))
+            continue
         data = worktree.read(store.root, path)
         if data is None:
             continue
@@ -224,6 +232,10 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     for path in STORE_FILES:
         head_blob = store.git.blob_at(state.tree, path)
         if worktree.is_clean(store.root, path, head_blob, index):
+            continue
+        link = worktree.link_problem(store.root, path)
+        if link is not None:
+            changes.append(Change(path, "edited" if head_blob else "added", problem=link))
             continue
         data = worktree.read(store.root, path)
         kind = "deleted" if data is None else ("edited" if head_blob else "added")

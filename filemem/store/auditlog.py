@@ -36,6 +36,7 @@ import re
 from typing import Any, Final, cast
 
 from filemem.files import atomic
+from filemem.store.names import linked
 from filemem.types import AuditRow
 
 ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
@@ -170,10 +171,17 @@ class Ledger:
     def __init__(self, meta_dir: str) -> None:
         self.path = os.path.join(meta_dir, LEDGER_NAME)
 
+    def _open(self, flags: int) -> int:
+        """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""
+        try:
+            return atomic.open_nofollow(self.path, flags)
+        except atomic.LinkRefused:
+            raise linked(self.path) from None
+
     def append(self, rows: list[AuditRow]) -> None:
         data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
                        for r in rows).encode("utf-8")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = self._open(os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -184,9 +192,9 @@ class Ledger:
 
     def tail(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` rows, newest first (reads backwards from the end)."""
-        if not os.path.exists(self.path):
+        if not os.path.lexists(self.path):
             return []
-        with open(self.path, "rb") as f:
+        with os.fdopen(self._open(os.O_RDONLY), "rb") as f:
             f.seek(0, os.SEEK_END)
             end = f.tell()
             chunk = 64 * 1024

@@ -8,7 +8,12 @@
   ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
   a write killed at any instant is finished or undone from HEAD by the next one or open.
 - ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger,
-  the recall counters and pending approvals.
+  the recall counters and pending approvals. It is the owner's private state, not a trusted
+  source: nothing in it is followed through a symbolic link (a link where the lock, the
+  journal, the ledger or the recall log is refused as STORE_CORRUPT naming it; the cache
+  and pending records are never read through one), the view cache is verified against git
+  (:mod:`.viewcache`), and the journal is acted on only for store paths whose blobs are
+  what its commits hold (:meth:`Store._recover`).
 """
 
 from __future__ import annotations
@@ -26,17 +31,17 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import codec, worktree
-from filemem.files.atomic import LockFile
+from filemem.files import atomic, codec, worktree
+from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
 from filemem.files.gitrepo import GitError, GitRepo
-from filemem.files.layout import is_entry_path, layer_dir, path_problem
+from filemem.files.layout import is_entry_path, is_store_path, layer_dir, path_problem
 from filemem.model import Entry, now_ms
 from filemem.store import create
 from filemem.store.auditlog import Ledger, next_seq
 from filemem.store.audittrail import AuditTrail
-from filemem.store.names import CONFIG_FILE, META_DIR, private_files
+from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files
 from filemem.store.pending import PendingStore, Record, settles
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
@@ -74,6 +79,10 @@ class Store:
         self.meta = os.path.join(self.root, META_DIR)
         if not os.path.isdir(self.meta):
             self._require_store()
+        for folder in (self.meta, os.path.join(self.meta, "cache"),
+                       os.path.join(self.meta, "pending")):
+            if os.path.islink(folder):
+                raise linked(folder)
         with private_files():
             os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
         self.ledger = Ledger(self.meta)
@@ -94,6 +103,14 @@ class Store:
         if self.journal.exists():
             with self.locked():
                 self._recover()
+
+    @contextlib.contextmanager
+    def refusing_links(self) -> Iterator[None]:
+        """A symbolic link met in ``.filemem/`` (LinkRefused) as STORE_CORRUPT naming it."""
+        try:
+            yield
+        except LinkRefused as exc:
+            raise linked(str(exc.filename)) from None
 
     def _require_store(self) -> None:
         """Refuse a git repository that is not a filemem store before writing anything in
@@ -130,9 +147,10 @@ class Store:
                     os.path.join(self.meta, "lock"), mode="a", timeout=LOCK_TIMEOUT,
                     check_interval=0.002, fail_when_locked=False,
                     flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
+                    opener=atomic.open_nofollow,  # never a lock through a link
                 )
                 try:
-                    with private_files():  # the lock file too is the owner's only
+                    with private_files(), self.refusing_links():  # the owner's only
                         lock.acquire()
                 except portalocker.LockException:
                     raise errors.StoreBusy(
@@ -230,7 +248,9 @@ class Store:
 
     def _load(self, head: str, *, full: bool = False) -> State:
         commit = self.git.commit(head)
-        base = None if full else (self._state or self._load_cache())
+        base = None if full else self._state
+        if base is None:
+            self._load_cache()
         root_tree = self.git.read_tree(commit.tree)
         config_item = root_tree.get(CONFIG_FILE)
         config_blob = config_item[1] if config_item else None
@@ -250,6 +270,7 @@ class Store:
             changes = [(p, sha) for p, _mode, sha in self.git.walk(commit.tree)
                        if is_entry_path(p)]
         by_path = {p: i for i, p in paths.items()}
+        misses = sum(1 for _p, blob in changes if blob is not None and blob not in self._parsed)
         for path, blob in changes:
             old_id = by_path.pop(path, None)
             if old_id is not None and paths.get(old_id) == path:
@@ -282,19 +303,18 @@ class Store:
             paths=paths, blobs=blobs, noncanonical=frozenset(noncanonical), corrupt=corrupt,
             usage=usage_of(entries), config_blob=config_blob,
         )
-        self._cache.unsaved += len(changes) if base is not None else SAVE_EVERY
+        # a cold start saves the cache only if it parsed a file the cache did not have
+        self._cache.unsaved += len(changes) if base is not None else \
+            (SAVE_EVERY if misses else 0)
         if self._cache.unsaved >= SAVE_EVERY:
             self._cache.save(state)
         return state
 
-    def _load_cache(self) -> State | None:
-        loaded = self._cache.load(self._parsed)
-        if loaded is None:
-            return None
-        state, config = loaded
-        if config is not None:
-            self._config_cache = config
-        return state
+    def _load_cache(self) -> None:
+        """A cold start: the view cache's entries that check out against their blobs go
+        into the parse memo; the view itself is built from HEAD's tree (:mod:`.viewcache`)."""
+        if not self._parsed:
+            self._cache.load(self._parsed)
 
     def committed(self, state: State | None, files: int) -> None:
         """After a commit: serve ``state`` (None: reload from HEAD), save the view cache
@@ -360,10 +380,11 @@ class Store:
 
     def _recover(self) -> list[str]:
         """Finish or undo what a killed write left in the working tree (lock held)."""
-        record = self.journal.read_all()
+        with self.refusing_links():
+            record = self.journal.read_all()
         if record is None:
             return []
-        paths = record.paths
+        paths = self._trusted(record.old_head, record.new_head, record.paths)
         self.git.clear_stale_locks()
         lock = os.path.join(self.git.git_dir, "index.lock")
         with contextlib.suppress(FileNotFoundError):
@@ -386,7 +407,10 @@ class Store:
                 if sha is None:
                     index.remove(path)
                     continue
-                content = worktree.read(self.root, path)
+                try:
+                    content = worktree.read(self.root, path)
+                except LinkRefused:
+                    content = None  # a person's link: not HEAD's file
                 clean = content is not None and content == data[sha]
                 index.set(path, sha, os.stat(worktree.full_path(self.root, path))
                           if clean else None)
@@ -433,6 +457,40 @@ class Store:
                 if pid in line and settles(_json_row(line), pid):
                     return True
         return False
+
+    def _trusted(self, old: str | None, new: str | None,
+                 paths: dict[str, tuple[str | None, str | None]]
+                 ) -> dict[str, tuple[str | None, str | None]]:
+        """The journal's paths that it may have written itself: store paths (not outside
+        the store, in ``.git/`` or ``.filemem/``, nor through a linked folder) whose old and
+        new blobs are those of its old and new commits. Any other is left alone, warned of."""
+        trees: dict[str | None, str | None] = {None: None}
+        for commit in (old, new):
+            try:
+                trees[commit] = self.git.commit(commit).tree if commit else None
+            except (GitError, KeyError, ValueError, TypeError):
+                trees[commit] = ""  # not a commit: no blob can match it
+        kept, refused = {}, []
+        for path, (old_blob, new_blob) in paths.items():
+            ok = is_store_path(path) and worktree.linked_folder(self.root, path) is None
+            if ok:
+                for commit, blob in ((old, old_blob), (new, new_blob)):
+                    tree = trees[commit]
+                    try:
+                        at = self.git.blob_at(tree, path) if tree else None
+                    except (GitError, KeyError, ValueError):
+                        at = None
+                    ok = ok and tree != "" and at == blob
+            if ok:
+                kept[path] = (old_blob, new_blob)
+            else:
+                refused.append(path)
+        if refused:
+            log.warning("filemem: ignoring %d path(s) of %s that a filemem write did not "
+                        "journal (not a store file, through a link, or not the blobs of its "
+                        "commits): %s", len(refused), self.journal.path,
+                        ", ".join(repr(p) for p in refused[:5]))
+        return kept
 
     # ------------------------------------------------------------ writing
 
@@ -567,5 +625,6 @@ class Store:
                 sample += len(os.listdir(os.path.join(objects, folder)))
         if sample * 64 >= _PACK_WHEN_LOOSE:
             self.git.pack_loose_objects()
+
 
 

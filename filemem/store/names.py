@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterator
 from typing import Final
 
+from filemem import errors
+
 META_DIR: Final = ".filemem"  # local state, never committed
 CONFIG_FILE: Final = "filemem.yaml"
 IDENT: Final = "filemem <filemem@localhost>"  # author and committer of filemem's commits
@@ -20,3 +22,10 @@ def private_files() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def linked(path: str) -> errors.ProtocolError:
+    """STORE_CORRUPT for a symbolic link where filemem would read or write a file."""
+    return errors.store_corrupt(
+        path, "is a symbolic link; filemem does not read or write through links in the "
+        "store or its .filemem/ folder (replace it with a real file or folder, or delete it)")

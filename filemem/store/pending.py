@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from filemem import errors
 from filemem.files import atomic
+from filemem.store.names import linked
 
 PENDING_DIR: Final = "pending"
 _CLAIMED: Final = ".claimed"
@@ -160,8 +161,8 @@ class PendingStore:
             if not name.endswith(".json"):
                 continue
             try:
-                with open(os.path.join(self.dir, name), encoding="utf-8") as f:
-                    out.append(json.load(f))
+                # never through a link (LinkRefused is an OSError: such a record is skipped)
+                out.append(json.loads(atomic.read_nofollow(os.path.join(self.dir, name))))
             except (OSError, ValueError):
                 continue
         out.sort(key=lambda r: (r.get("createdAt", 0), r.get("id", "")))
@@ -185,8 +186,10 @@ class PendingStore:
         except FileNotFoundError:
             raise errors.pending_not_found(pid) from None
         self._held[full] = claimed
-        with open(claimed, encoding="utf-8") as f:
-            record: Record = json.load(f)
+        try:
+            record: Record = json.loads(atomic.read_nofollow(claimed))
+        except atomic.LinkRefused:
+            raise linked(claimed) from None
         return record
 
     def release(self, pid: str) -> None:

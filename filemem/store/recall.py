@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from filemem.files import atomic
+from filemem.store.names import linked
 
 log = logging.getLogger("filemem")
 _CANNOT_WRITE: Final = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
@@ -51,8 +52,7 @@ class RecallCounters:
             self._base_id = base_id
             if base_id is not None:
                 try:
-                    with open(self.base_path, encoding="utf-8") as f:
-                        raw = json.load(f)
+                    raw = json.loads(self._read(self.base_path))
                     self._counts = {k: [int(v[0]), int(v[1])] for k, v in raw.items()}
                 except (OSError, ValueError, TypeError, IndexError):
                     self._counts = {}
@@ -67,7 +67,7 @@ class RecallCounters:
         if st.st_size <= self._offset:
             return
         try:
-            with open(self.log_path, "rb") as f:
+            with os.fdopen(self._open(self.log_path, os.O_RDONLY), "rb") as f:
                 f.seek(self._offset)
                 data = f.read()
         except FileNotFoundError:  # folded into the base by another process meanwhile
@@ -96,6 +96,18 @@ class RecallCounters:
                     if ts > c[1]:
                         c[1] = ts
 
+    @staticmethod
+    def _open(path: str, flags: int) -> int:
+        """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""
+        try:
+            return atomic.open_nofollow(path, flags)
+        except atomic.LinkRefused:
+            raise linked(path) from None
+
+    def _read(self, path: str) -> bytes:
+        with os.fdopen(self._open(path, os.O_RDONLY), "rb") as f:
+            return f.read()
+
     def get(self, entry_id: str) -> tuple[int, int | None]:
         c = self._counts.get(entry_id)
         return (c[0], c[1]) if c else (0, None)
@@ -110,7 +122,7 @@ class RecallCounters:
             return
         line = f"{ts} {' '.join(ids)}\n".encode("ascii")
         try:
-            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = self._open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 atomic.write_all(fd, line)
             finally:
