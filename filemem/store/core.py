@@ -463,7 +463,8 @@ class Store:
                  ) -> dict[str, tuple[str | None, str | None]]:
         """The journal's paths that it may have written itself: store paths (not outside
         the store, in ``.git/`` or ``.filemem/``, nor through a linked folder) whose old and
-        new blobs are those of its old and new commits. Any other is left alone, warned of."""
+        new blobs are those of its old and new commits (for a discard, which does not move
+        HEAD: whose new blob is HEAD's). Any other is left alone, warned of."""
         trees: dict[str | None, str | None] = {None: None}
         for commit in (old, new):
             try:
@@ -473,8 +474,11 @@ class Store:
         kept, refused = {}, []
         for path, (old_blob, new_blob) in paths.items():
             ok = is_store_path(path) and worktree.linked_folder(self.root, path) is None
+            # a discard journals the hand edit as "old" over an unmoved HEAD: only the
+            # version it puts back must be HEAD's
+            checks = [(new, new_blob)] if old == new else [(old, old_blob), (new, new_blob)]
             if ok:
-                for commit, blob in ((old, old_blob), (new, new_blob)):
+                for commit, blob in checks:
                     tree = trees[commit]
                     try:
                         at = self.git.blob_at(tree, path) if tree else None
