@@ -25,6 +25,7 @@ from filemem.errors import (
     StoreBusy,
     StoreExists,
     StoreNotFound,
+    StoreReadOnly,
     SyncError,
 )
 from filemem.location import default_store_path, resolve_store_path
@@ -102,6 +103,7 @@ __all__ = [
     "StoreBusy",
     "StoreExists",
     "StoreNotFound",
+    "StoreReadOnly",
     "SyncError",
     "default_store_path",
     "init_store",

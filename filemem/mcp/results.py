@@ -35,6 +35,8 @@ _HINTS: Final = {
     errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
     errors.STORE_BUSY: "Another program is using the memory store right now. Retry in a "
                        "little while; nothing was written.",
+    errors.STORE_READ_ONLY: "The memory store is read-only here: reads work, writes cannot. "
+                            "Tell the user; do not retry.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from typing import Final
@@ -20,3 +21,12 @@ def private_files() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+_READ_ONLY: Final = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def read_only(exc: OSError) -> bool:
+    """An OSError that says the store cannot be written here (a read-only mount, files
+    owned by someone else)."""
+    return exc.errno in _READ_ONLY
