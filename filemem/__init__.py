@@ -26,6 +26,7 @@ from filemem.errors import (
     StoreExists,
     StoreFull,
     StoreNotFound,
+    StoreReadOnly,
     SyncError,
 )
 from filemem.location import default_store_path, resolve_store_path
@@ -109,6 +110,7 @@ __all__ = [
     "StoreExists",
     "StoreFull",
     "StoreNotFound",
+    "StoreReadOnly",
     "SyncError",
     "default_store_path",
     "init_store",

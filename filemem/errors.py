@@ -4,13 +4,17 @@
     ├── ProtocolError         a dsh-memory-protocol/v1 error (INVALID_INPUT ... ADAPTER_PAYLOAD)
     ├── StoreNotFound         no store at the path (NO_STORE)
     ├── StoreExists           ``init`` into a folder that is not empty (STORE_EXISTS)
-    ├── StoreBusy             the store lock or git's index.lock stays taken (STORE_BUSY)
+    ├── StoreBusy             the store lock, git's index.lock or the branch's lock stays taken
+    │                         (STORE_BUSY)
     ├── StoreFull             the disk (or quota) holding the store is full (STORE_FULL)
+    ├── StoreReadOnly         a write to a store this process cannot write (STORE_READ_ONLY)
     └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
-own (CLI exit codes, JSON-RPC codes, MCP tool errors). Messages stay English: they are part of
-the audit contract and other providers compare them.
+own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
+unreadable object, a detached HEAD) is ``STORE_CORRUPT``: ``filemem.files.gitrepo``'s
+``RepositoryDamaged``, a ProtocolError that names the object and the way out. Messages stay
+English: they are part of the audit contract and other providers compare them.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ NO_STORE = "NO_STORE"
 STORE_EXISTS = "STORE_EXISTS"
 STORE_BUSY = "STORE_BUSY"
 STORE_FULL = "STORE_FULL"
+STORE_READ_ONLY = "STORE_READ_ONLY"
 
 
 class FilememError(Exception):
@@ -105,6 +110,17 @@ class StoreFull(FilememError, OSError):
 
     def __init__(self, message: str) -> None:
         FilememError.__init__(self, STORE_FULL, message)
+
+
+class StoreReadOnly(FilememError, PermissionError):
+    """A write (or sync) to a store this process cannot write: a read-only mount, files
+    owned by another user. Reads still work; nothing was written."""
+
+    def __init__(self, root: str, detail: str) -> None:
+        FilememError.__init__(
+            self, STORE_READ_ONLY,
+            f"the store at {root} is read-only ({detail}); reads work, but nothing can be "
+            "written to it; nothing was written", {"path": root})
 
 
 class SyncError(FilememError):

@@ -302,7 +302,7 @@ class Provider:
             recall_count=recall.count,
         )
         result = [self._protocol(e) for e in page]
-        recall.bump([e.id for e in page], now_ms())
+        self.store.bump_recall([e.id for e in page], now_ms())
         if "sessionId" in opts:
             sid = opts["sessionId"]
             text = filt.get("text")

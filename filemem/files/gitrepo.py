@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from filemem.files import atomic
+from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
+__all__ = ["GitError", "GitRepo", "RefLocked", "RepositoryDamaged"]
 FILE_MODE: Final = 0o100644
 TREE_MODE: Final = 0o40000
 BRANCH: Final = "main"
@@ -48,10 +50,6 @@ class CommitInfo:
     parents: tuple[str, ...]
     message: str
     time: int  # committer time, seconds
-
-
-class GitError(RuntimeError):
-    """The repository is not in a state filemem can work with (the message says why)."""
 
 
 def object_sha(kind: bytes, raw: bytes) -> str:
@@ -164,11 +162,15 @@ class GitRepo:
             with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
                 content = f.read().strip()
         except FileNotFoundError:
-            raise GitError(f"{self.root} is not a git repository (no .git/HEAD)") from None
+            raise RepositoryDamaged(self.root, ".git/HEAD is missing",
+                                    restore_hint(self.root)) from None
         if not content.startswith(b"ref: "):
-            raise GitError(
-                f"HEAD of {self.root} is detached; check out a branch (git switch {BRANCH})"
-            )
+            at = content[:40].decode("ascii", "replace")
+            raise RepositoryDamaged(
+                self.root, f"HEAD is detached (at {at}), not on the store's branch {BRANCH}",
+                f"put it back on the branch with `git -C {self.root} switch {BRANCH}` (a "
+                f"commit made while detached can be kept with `git merge` after that)",
+                sha=at, path="")
         return content[5:].decode()
 
     def head(self) -> str | None:
@@ -199,18 +201,18 @@ class GitRepo:
         """Move the branch from ``old`` to ``new`` only if it still points at ``old``.
 
         git's own protocol: ``<ref>.lock`` created exclusively (a git command holding it
-        makes this fail, not wait), the value re-read under it, written, fsynced and renamed
-        into place, and the folder fsynced (the move is the commit point: once this returns
-        it survives a power cut); then a reflog line, as git writes one. dulwich's
-        set_if_equals does the same but re-reads the repository config for every reflog
-        line (~1 ms a commit)."""
+        makes this raise :class:`RefLocked`, not wait), the value re-read under it, written,
+        fsynced and renamed into place, and the folder fsynced (the move is the commit
+        point: once this returns it survives a power cut); then a reflog line, as git
+        writes one. dulwich's set_if_equals does the same but re-reads the repository
+        config for every reflog line (~1 ms a commit)."""
         ref = self.head_ref()
         path = os.path.join(self.git_dir, *ref.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             lock = atomic.LockFile(path, durable=True)
         except atomic.Locked:
-            return False
+            raise RefLocked(path + ".lock") from None
         with lock:
             if self.head() != old:
                 return False
@@ -231,32 +233,71 @@ class GitRepo:
 
     # ------------------------------------------------------------ reading
 
-    def read_raw(self, sha: str) -> tuple[bytes, bytes]:
+    def read_raw(self, sha: str, kind: str = "object") -> tuple[bytes, bytes]:
         """(kind, content) of an object. Loose objects are read directly (no dulwich import
-        on a cold read path); packed ones through dulwich."""
-        try:
-            with open(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]), "rb") as f:
-                data = zlib.decompress(f.read())
-        except (FileNotFoundError, zlib.error):
-            store: Any = self.repo.object_store
-            type_num, raw = store.get_raw(sha.encode())
-            return _TYPES.get(type_num, b"?"), raw
-        header, _, raw = data.partition(b"\0")
-        return header.split(b" ", 1)[0], raw
+        on a cold read path); packed ones through dulwich. A missing or unreadable object
+        is :class:`RepositoryDamaged` (``kind``: what it should be, for the message)."""
+        from dulwich import errors as dulwich_errors
 
-    def _read_kind(self, sha: str, want: bytes) -> bytes:
-        kind, raw = self.read_raw(sha)
+        loose = os.path.join(self.git_dir, "objects", sha[:2], sha[2:])
+        unreadable: str | None = None
+        try:
+            with open(loose, "rb") as f:
+                data = zlib.decompress(f.read())
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except (OSError, zlib.error) as exc:
+            unreadable = f"its file .git/objects/{sha[:2]}/{sha[2:]} is not a git object ({exc})"
+        else:
+            header, sep, raw = data.partition(b"\0")
+            found = header.split(b" ", 1)[0]
+            if sep and (found in _TYPE_NUM or found == b"tag"):
+                return found, raw
+            unreadable = f"its file .git/objects/{sha[:2]}/{sha[2:]} is not a git object"
+        store: Any = self.repo.object_store
+        try:
+            type_num, raw = store.get_raw(sha.encode())
+        except KeyError:
+            problem = unreadable or "is missing from .git/objects (not loose, not in a pack)"
+            if unreadable:
+                problem = f"is unreadable: {unreadable}"
+            raise self.damaged(kind, sha, problem) from None
+        except (ValueError, AssertionError, zlib.error, OSError,
+                dulwich_errors.FileFormatException, dulwich_errors.ChecksumMismatch,
+                dulwich_errors.ApplyDeltaError) as exc:
+            raise self.damaged(kind, sha, f"is unreadable: {unreadable or exc}") from None
+        return _TYPES.get(type_num, b"?"), raw
+
+    def damaged(self, kind: str, sha: str, problem: str,
+                path: str | None = None) -> RepositoryDamaged:
+        err = RepositoryDamaged(self.root, f"{kind} {sha} {problem}", restore_hint(self.root),
+                                sha=sha)
+        return err.at(path) if path is not None else err
+
+    def _read_kind(self, sha: str, want: bytes, path: str | None = None) -> bytes:
+        try:
+            kind, raw = self.read_raw(sha, want.decode())
+        except RepositoryDamaged as exc:
+            raise (exc.at(path) if path is not None else exc) from None
         if kind != want:
-            raise GitError(f"object {sha} is a {kind.decode()}, not a {want.decode()}")
+            raise self.damaged(want.decode(), sha, f"is a {kind.decode()}, not a "
+                               f"{want.decode()}", path)
         return raw
 
-    def read_blob(self, sha: str) -> bytes:
-        return self._read_kind(sha, b"blob")
+    def read_blob(self, sha: str, path: str | None = None) -> bytes:
+        return self._read_kind(sha, b"blob", path)
 
-    def read_tree(self, sha: str) -> Tree:
+    def read_tree(self, sha: str, path: str | None = None) -> Tree:
+        """A tree by sha; ``path`` (the folder it is, ``""`` for the root) names it in an
+        error."""
         tree = self._trees.get(sha)
         if tree is None:
-            tree = _remember(self._trees, sha, _parse_tree(self._read_kind(sha, b"tree")))
+            raw = self._read_kind(sha, b"tree", path)
+            try:
+                parsed = _parse_tree(raw)
+            except (ValueError, IndexError):
+                raise self.damaged("tree", sha, "is not a valid tree", path) from None
+            tree = _remember(self._trees, sha, parsed)
         return tree
 
     def commit(self, sha: str) -> CommitInfo:
@@ -285,10 +326,12 @@ class GitRepo:
     def subtree(self, tree_sha: str, path: str) -> str | None:
         """The tree at ``path`` (``a/b``) under ``tree_sha``, or None."""
         sha: str | None = tree_sha
+        done = ""
         for part in path.split("/") if path else ():
             if sha is None:
                 return None
-            item = self.read_tree(sha).get(part)
+            item = self.read_tree(sha, done).get(part)
+            done = f"{done}/{part}" if done else part
             sha = item[1] if item and item[0] == TREE_MODE else None
         return sha
 
@@ -302,7 +345,7 @@ class GitRepo:
 
     def walk(self, tree_sha: str, prefix: str = "") -> Iterator[tuple[str, int, str]]:
         """Every file under a tree: (path, mode, blob sha)."""
-        for name, (mode, sha) in self.read_tree(tree_sha).items():
+        for name, (mode, sha) in self.read_tree(tree_sha, prefix.rstrip("/")).items():
             path = f"{prefix}{name}"
             if mode == TREE_MODE:
                 yield from self.walk(sha, path + "/")
@@ -364,8 +407,8 @@ class GitRepo:
         """Files that differ between two trees: (path, old blob, new blob); None = absent."""
         if old == new:
             return
-        a = self.read_tree(old) if old else {}
-        b = self.read_tree(new) if new else {}
+        a = self.read_tree(old, prefix.rstrip("/")) if old else {}
+        b = self.read_tree(new, prefix.rstrip("/")) if new else {}
         for name in sorted(a.keys() | b.keys()):
             ia, ib = a.get(name), b.get(name)
             if ia == ib:

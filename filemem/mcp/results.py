@@ -37,6 +37,8 @@ _HINTS: Final = {
                        "little while; nothing was written.",
     errors.STORE_FULL: "The disk holding the memory store is full; nothing was written. Tell "
                        "the user; do not retry until they have freed space.",
+    errors.STORE_READ_ONLY: "The memory store is read-only here: reads work, writes cannot. "
+                            "Tell the user; do not retry.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",

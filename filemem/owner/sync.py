@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from filemem import config as config_mod
 from filemem import errors
-from filemem.errors import SyncError
+from filemem.errors import StoreReadOnly, SyncError
 from filemem.files import codec, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex
@@ -63,7 +63,7 @@ from filemem.owner.remotes import (
 from filemem.rules import budgets
 from filemem.store.auditlog import row
 from filemem.store.core import Store
-from filemem.store.names import CONFIG_FILE, META_DIR, private_files
+from filemem.store.names import CONFIG_FILE, META_DIR, private_files, read_only
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.types import Usage
 
@@ -159,6 +159,11 @@ def _sync_lock(store: Store) -> Iterator[None]:
     except portalocker.LockException:
         raise SyncError("SYNC_BUSY", f"another `filemem sync` of {store.root} has been "
                         f"running for more than {SYNC_LOCK_TIMEOUT:.0f} s") from None
+    except OSError as exc:
+        if not read_only(exc):
+            raise
+        raise StoreReadOnly(store.root, f"cannot write {store.meta}/sync.lock: "
+                            f"{exc.strerror}") from None
     try:
         yield
     finally:

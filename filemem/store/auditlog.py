@@ -23,19 +23,26 @@ line is written as a JSON string (``Audit-Text`` always is). The grammar is docu
 ``schemas/audit-trailers.md``. ``recalled`` and ``snapshot`` rows are read-side events: they
 go to ``.filemem/audit.jsonl``, one JSON row per line, never committed.
 
-``seq`` orders rows across both places: ``max(ts * 1024, last seq + 1)``, allocated under
-the store lock, so it is unique in a store, grows with time, and interleaves sensibly with
-commits pulled from another machine.
+``seq`` orders rows across both places: ``max(ts * 1024, last seq + 1)``, so it is unique in
+a store, grows with time, and interleaves sensibly with commits pulled from another machine.
+Both kinds of row draw it from one counter, ``.filemem/ledger.lock`` (:meth:`Ledger.numbering`):
+held for microseconds, never across a commit, so a reader recording a row never waits for a
+writer. A commit's seqs are taken before its compare-and-swap; a ledger row numbered
+meanwhile comes after them (a commit that then fails leaves a gap, never a duplicate).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import time
+from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
 from filemem.files import atomic
+from filemem.model import now_ms
 from filemem.store.names import linked
 from filemem.types import AuditRow
 
@@ -54,6 +61,9 @@ _PLAIN_VALUE: Final = re.compile(
 _TRAILER_LINE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.*)$")
 SEQ_PER_MS: Final = 1024
 LEDGER_NAME: Final = "audit.jsonl"
+COUNTER_NAME: Final = "ledger.lock"
+COUNTER_TIMEOUT: Final = 10.0
+_COUNTER_WIDTH: Final = 20
 
 
 def row(action: str, *, track: str | None = None, scope: str | None = None,
@@ -166,10 +176,59 @@ def external_row(sha: str, time_s: int, message: str, after_seq: int = 0) -> Aud
 
 
 class Ledger:
-    """The append-only read-side ledger (``recalled`` and ``snapshot`` rows)."""
+    """The append-only read-side ledger (``recalled`` and ``snapshot`` rows), and the seq
+    counter every audit row is numbered from."""
 
     def __init__(self, meta_dir: str) -> None:
         self.path = os.path.join(meta_dir, LEDGER_NAME)
+        self.counter_path = os.path.join(meta_dir, COUNTER_NAME)
+
+    @contextlib.contextmanager
+    def numbering(self, floor: Callable[[], int]) -> Iterator[Callable[[AuditRow], None]]:
+        """Hold the seq counter (its own small lock, never the store lock) and yield a
+        function stamping a row's seq (and its ts, if unset). ``floor()``: the highest seq
+        recorded so far (HEAD's last row, the ledger's); the counter also remembers seqs
+        handed out for commits not yet made. Raises OSError if the counter cannot be
+        written (a read-only store), StoreBusy if it stays taken (a stopped process)."""
+        import portalocker
+
+        from filemem import errors
+
+        fd = os.open(self.counter_path, os.O_RDWR | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "r+b", buffering=0) as f:
+            deadline = time.monotonic() + COUNTER_TIMEOUT
+            while True:
+                try:
+                    portalocker.lock(f, portalocker.LockFlags.EXCLUSIVE
+                                     | portalocker.LockFlags.NON_BLOCKING)
+                    break
+                except portalocker.LockException:
+                    if time.monotonic() > deadline:
+                        raise errors.StoreBusy(
+                            f"the store is busy: its audit counter {self.counter_path} has "
+                            f"been locked by another process for more than "
+                            f"{COUNTER_TIMEOUT:.0f} s (one that is stopped?); nothing was "
+                            "recorded; try again") from None
+                    time.sleep(0.002)
+            try:
+                raw = os.pread(fd, _COUNTER_WIDTH + 1, 0)
+                try:
+                    start = int(raw.strip() or b"0")
+                except ValueError:
+                    start = 0  # torn by a crash: the floor below still holds
+                last = max(start, floor())
+
+                def stamp(r: AuditRow) -> None:
+                    nonlocal last
+                    if r["ts"] is None:
+                        r["ts"] = now_ms()
+                    r["seq"] = last = next_seq(int(r["ts"]), last)
+
+                yield stamp
+                if last != start:
+                    os.pwrite(fd, b"%0*d\n" % (_COUNTER_WIDTH, last), 0)
+            finally:
+                portalocker.unlock(f)
 
     def _open(self, flags: int) -> int:
         """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""

@@ -35,13 +35,13 @@ from filemem.files import atomic, codec, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
-from filemem.files.gitrepo import GitError, GitRepo
+from filemem.files.gitrepo import GitError, GitRepo, RepositoryDamaged
 from filemem.files.layout import is_entry_path, is_store_path, layer_dir, path_problem
-from filemem.model import Entry, now_ms
+from filemem.model import Entry
 from filemem.store import create
-from filemem.store.auditlog import Ledger, next_seq
+from filemem.store.auditlog import Ledger
 from filemem.store.audittrail import AuditTrail
-from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files
+from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
 from filemem.store.pending import PendingStore, Record, settles
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
@@ -83,8 +83,13 @@ class Store:
                        os.path.join(self.meta, "pending")):
             if os.path.islink(folder):
                 raise linked(folder)
-        with private_files():
-            os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
+        try:
+            with private_files():
+                os.makedirs(os.path.join(self.meta, "cache"), mode=0o700, exist_ok=True)
+        except OSError as exc:
+            if not read_only(exc):
+                raise
+        self._read_only_noted = False
         self.ledger = Ledger(self.meta)
         self.pending = PendingStore(self.meta, recover=self._recover_claims)
         self.recall = RecallCounters(self.meta)
@@ -101,7 +106,11 @@ class Store:
         self._file_lock: Any = None
         self._lock_depth = 0
         if self.journal.exists():
-            with self.locked():
+            # a write killed midway is finished or undone here; a write still running (its
+            # lock held) finishes its own, and a read-only store is read as it is (reads see
+            # HEAD, never the working tree): readers never wait for a writer
+            with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly), \
+                    self.locked(timeout=0.0):
                 self._recover()
 
     @contextlib.contextmanager
@@ -137,14 +146,16 @@ class Store:
     # ------------------------------------------------------------ locking
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """The store lock: one writer at a time across threads and processes."""
+    def locked(self, timeout: float | None = None) -> Iterator[None]:
+        """The store lock: one writer at a time across threads and processes (StoreBusy
+        after ``timeout``, default LOCK_TIMEOUT; StoreReadOnly if it cannot be written)."""
         import portalocker
 
+        wait = LOCK_TIMEOUT if timeout is None else timeout
         with self._lock:
             if self._lock_depth == 0:
                 lock = portalocker.Lock(
-                    os.path.join(self.meta, "lock"), mode="a", timeout=LOCK_TIMEOUT,
+                    os.path.join(self.meta, "lock"), mode="a", timeout=wait,
                     check_interval=0.002, fail_when_locked=False,
                     flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
                     opener=atomic.open_nofollow,  # never a lock through a link
@@ -155,9 +166,14 @@ class Store:
                 except portalocker.LockException:
                     raise errors.StoreBusy(
                         f"the store is busy: its lock {self.meta}/lock has been held by another "
-                        f"filemem process for more than {LOCK_TIMEOUT:.0f} s; nothing was "
+                        f"filemem process for more than {wait:.0f} s; nothing was "
                         "written; try again when that process has finished"
                     ) from None
+                except OSError as exc:
+                    if not read_only(exc):
+                        raise
+                    raise errors.StoreReadOnly(
+                        self.root, f"cannot write {self.meta}/lock: {exc.strerror}") from None
                 self._file_lock = lock
             self._lock_depth += 1
             try:
@@ -212,12 +228,10 @@ class Store:
         decoded = self._parsed.get(blob)
         if decoded is None:
             try:
-                got = codec.decode(self.git.read_blob(blob))
+                got = codec.decode(self.git.read_blob(blob, path))
                 decoded = (got.entry, None, got.canonical)
             except CodecError as exc:
                 decoded = (None, str(exc), False)
-            except (GitError, KeyError) as exc:
-                decoded = (None, f"cannot read the file from git: {exc}", False)
             if len(self._parsed) > 100_000:
                 self._parsed.clear()
             self._parsed[blob] = decoded
@@ -247,11 +261,14 @@ class Store:
         return cfg, problem
 
     def _load(self, head: str, *, full: bool = False) -> State:
-        commit = self.git.commit(head)
+        try:
+            commit = self.git.commit(head)
+        except RepositoryDamaged as exc:
+            raise exc.at("", "HEAD, the store's newest commit") from None
         base = None if full else self._state
         if base is None:
             self._load_cache()
-        root_tree = self.git.read_tree(commit.tree)
+        root_tree = self.git.read_tree(commit.tree, "")
         config_item = root_tree.get(CONFIG_FILE)
         config_blob = config_item[1] if config_item else None
         cfg, problem = self._read_config(config_blob)
@@ -528,33 +545,39 @@ class Store:
             return self.pending.stage(record)
 
     def retrying(self, work: Callable[[Transaction], T], *, validate: bool = True,
-                 exhausted: Callable[[], T] | None = None) -> T:
+                 exhausted: Callable[[errors.StoreBusy], T] | None = None) -> T:
         """Run ``work`` in a :meth:`transaction`, again on the new HEAD whenever the branch
         moved under it (a person's git command between the view and the compare-and-swap;
         other filemem processes wait for the lock instead). Once it has moved
-        COMMIT_ATTEMPTS times: ``exhausted()``, else StoreBusy (nothing was written, and
-        the caller is told so)."""
+        COMMIT_ATTEMPTS times, or a lock stays taken: ``exhausted(why)``, else that
+        StoreBusy (nothing was written, and the caller is told so)."""
+        busy = errors.StoreBusy(
+            f"the store is busy: its branch moved {COMMIT_ATTEMPTS} times during one write "
+            f"(someone is committing with git in {self.root}); nothing was written; try again")
         for _ in range(COMMIT_ATTEMPTS):
             try:
                 with self.transaction(validate=validate) as txn:
                     return work(txn)
             except HeadMoved:
                 continue
+            except errors.StoreBusy as exc:
+                busy = exc
+                break
         if exhausted is not None:
-            return exhausted()
-        raise errors.StoreBusy(
-            f"the store is busy: its branch moved {COMMIT_ATTEMPTS} times during one write "
-            f"(someone is committing with git in {self.root}); nothing was written; try again")
+            return exhausted(busy)
+        raise busy
 
     def record(self, rows: list[AuditRow], *, subject: str, body: str) -> None:
         """An audit-only commit (a denied, refused or staged write): no entry changes. It is
-        never dropped: if the branch keeps moving, the rows go to the read-side ledger
-        instead, where ``auditList`` shows them just the same."""
+        never dropped: if it cannot be committed (the branch keeps moving, a lock stays
+        taken), the rows go to the read-side ledger instead, where ``auditList`` shows them
+        just the same."""
         def commit(txn: Transaction) -> None:
             txn.commit(rows=rows, subject=subject, body=body)
 
-        def in_ledger() -> None:
-            log.warning("filemem: the branch kept moving; %r is recorded in the ledger", subject)
+        def in_ledger(why: errors.StoreBusy) -> None:
+            log.warning("filemem: %r is recorded in the ledger, not committed: %s", subject,
+                        why.message)
             self.append_ledger(rows)
 
         self.retrying(commit, exhausted=in_ledger)
@@ -604,17 +627,49 @@ class Store:
         """The newest ``limit`` audit rows across history and the ledger, newest first."""
         return self.trail.newest(limit)
 
-    def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
-        """Record read-side rows (recalled, snapshot) with their seq, under the lock."""
-        with self.locked(), private_files(), self.disk_full_is_reported():
-            ts = now_ms()
-            last = self.trail.last_seq(self.state().head)
+    def number(self, rows: list[AuditRow], head: str | None) -> None:
+        """Stamp ``rows`` with seqs after every row so far (HEAD's, the ledger's, and those
+        handed to commits in progress), from the ledger's counter: never the store lock."""
+        with private_files(), self.ledger.numbering(
+                lambda: self.trail.last_seq(head) if head else self.ledger.last_seq()) as stamp:
             for r in rows:
-                if r["ts"] is None:
-                    r["ts"] = ts
-                r["seq"] = last = next_seq(r["ts"], last)
-            self.ledger.append(rows)
+                stamp(r)
+
+    def append_ledger(self, rows: list[AuditRow]) -> list[AuditRow]:
+        """Record read-side rows (recalled, snapshot) with their seq. Takes no store lock:
+        a reader never waits for a writer. On a read-only store the rows are not recorded
+        (a note on stderr says so)."""
+        head = self.git.head()
+        try:
+            with private_files(), self.ledger.numbering(
+                    lambda: self.trail.last_seq(head) if head else self.ledger.last_seq()
+            ) as stamp:
+                for r in rows:
+                    stamp(r)
+                self.ledger.append(rows)
+        except OSError as exc:
+            if not read_only(exc) and exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            self.note_read_only(exc)
         return rows
+
+    def bump_recall(self, ids: list[str], ts: int) -> None:
+        """Count a query's results as recalled; skipped, with a note, on a read-only store."""
+        try:
+            self.recall.bump(ids, ts)
+        except OSError as exc:
+            if not read_only(exc):
+                raise
+            self.note_read_only(exc)
+
+    def note_read_only(self, exc: OSError) -> None:
+        """One line on stderr (through logging, never stdout), once per open store."""
+        if self._read_only_noted:
+            return
+        self._read_only_noted = True
+        why = "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "read-only"
+        log.warning("filemem: the store at %s is %s: this read is answered, but its "
+                    "recall counts and read-side audit rows are not recorded", self.root, why)
 
     def maybe_pack(self) -> None:
         """Pack loose objects now and then (nothing else does on this write path)."""

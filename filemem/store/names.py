@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from typing import Final
@@ -29,3 +30,12 @@ def linked(path: str) -> errors.ProtocolError:
     return errors.store_corrupt(
         path, "is a symbolic link; filemem does not read or write through links in the "
         "store or its .filemem/ folder (replace it with a real file or folder, or delete it)")
+
+
+_READ_ONLY: Final = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def read_only(exc: OSError) -> bool:
+    """An OSError that says the store cannot be written here (a read-only mount, files
+    owned by someone else)."""
+    return exc.errno in _READ_ONLY

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from filemem import errors
 from filemem.files import atomic
-from filemem.store.names import linked
+from filemem.store.names import linked, read_only
 
 PENDING_DIR: Final = "pending"
 _CLAIMED: Final = ".claimed"
@@ -140,13 +140,20 @@ class PendingStore:
             self._recover()
 
     def stage(self, record: Record) -> str:
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
         pid = uuid.uuid4().hex[:12]
         record = {"id": pid, **record}
-        # durable: the caller is told the write is pending, so the record must outlive a crash
-        atomic.atomic_write(self._path(pid),
-                            json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"),
-                            durable=True)
+        try:
+            os.makedirs(self.dir, mode=0o700, exist_ok=True)
+            # durable: the caller is told the write is pending, so it must outlive a crash
+            atomic.atomic_write(self._path(pid),
+                                json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"),
+                                durable=True)
+        except OSError as exc:
+            if not read_only(exc):
+                raise
+            root = os.path.dirname(os.path.dirname(self.dir))
+            raise errors.StoreReadOnly(
+                root, f"cannot stage the write in {self.dir}: {exc.strerror}") from None
         return pid
 
     def list(self) -> list[Record]:

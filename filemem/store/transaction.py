@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from filemem import errors
 from filemem.files import codec, worktree
 from filemem.files.atomic import LockFile
-from filemem.files.gitrepo import PendingObjects
+from filemem.files.gitrepo import PendingObjects, RefLocked
 from filemem.files.layout import entry_path, is_entry_path
 from filemem.model import Entry, now_ms
-from filemem.store.auditlog import commit_message, next_seq
+from filemem.store.auditlog import commit_message
 from filemem.store.names import IDENT
 from filemem.store.state import State, evolve
 from filemem.types import AuditRow
@@ -85,10 +86,9 @@ class Transaction:
         if dirty:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
         ts = now_ms()
-        last = store.trail.last_seq(st.head)
         for r in rows:
             r["ts"] = ts
-            r["seq"] = last = next_seq(ts, last)
+        store.number(rows, st.head)
         message = commit_message(subject, body, rows)
         pending = PendingObjects()
         if changes:
@@ -103,8 +103,7 @@ class Transaction:
                                                   for p in changes},
                                 adopted={p: b for p, b in allow_dirty.items() if p in changes})
         with self._index_locked(bool(changes)) as lock:
-            if not git.cas_head(st.head, commit, subject):
-                store.journal.clear()
+            if not self._swap(commit, subject):
                 raise HeadMoved(f"the branch moved while writing {subject!r}")
             # from here on the write has happened; the rest mirrors it into the working tree
             self._mirror(commit, changes, blobs,
@@ -139,8 +138,7 @@ class Transaction:
         if diff:
             store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
         with self._index_locked(bool(diff)) as lock:
-            if not git.cas_head(st.head, target, reason):
-                store.journal.clear()
+            if not self._swap(target, reason):
                 raise HeadMoved(f"the branch moved while {reason}")
             self._mirror(target, changes, blobs,
                          {p for p, old in head_blobs.items() if old is None}, lock)
@@ -160,6 +158,29 @@ class Transaction:
             raise
         with lock:  # released (aborted) on any way out that did not write the index
             yield lock
+
+    def _swap(self, new: str, message: str, wait: float = 2.0) -> bool:
+        """The compare-and-swap of the branch from this view's HEAD to ``new``; False if it
+        moved. A branch lock file taken by a git command is waited for briefly, then
+        StoreBusy naming the file; the journal is cleared whenever the move did not happen."""
+        store = self.store
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                moved = not store.git.cas_head(self.state.head, new, message)
+                break
+            except RefLocked as exc:
+                if time.monotonic() > deadline:
+                    store.journal.clear()
+                    raise errors.StoreBusy(
+                        f"the store is busy: {exc.lock_path} exists, so a git command is "
+                        "moving the store's branch (git commit, git gc, ...), or one was "
+                        "killed and left it behind; wait for it to finish, or delete the file "
+                        "if no git command is running; nothing was written") from None
+                time.sleep(0.02)
+        if moved:
+            store.journal.clear()
+        return not moved
 
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
                 new: set[str], lock: LockFile | None = None) -> None:
