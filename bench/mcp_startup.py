@@ -35,10 +35,10 @@ BIG = {"user": {"userGlobal": 10**9, "workspace": 10**9},
 
 def make_store(path: str, entries: int) -> None:
     with filemem.open_store(path, create=True, budgets=BIG, write_policy="auto") as p:
-        if entries:
-            w = filemem.write_context(session_id="bench", cwd="/home/dev/project", agent="coder")
+        w = filemem.write_context(session_id="bench", cwd="/home/dev/project", agent="coder")
+        for start in range(0, entries, 1000):  # a seed adds at most 1,000 entries
             p.seed([{"track": "agent", "scope": "workspace", "text": f"fact number {i}"}
-                    for i in range(entries)], w)
+                    for i in range(start, min(start + 1000, entries))], w)
 
 
 def _send(stdin: IO[bytes], message: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ from filemem import errors
 from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
-from filemem.owner import write_export
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -132,6 +131,8 @@ def is_directory_payload(payload: Any) -> bool:
 
 def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -> str:
     """Write an export payload; returns a line saying what was written ('' for stdout)."""
+    from filemem.owner import write_export  # the owner side loads only when it is needed
+
     if is_directory_payload(payload):
         files = payload["files"]
         if out is None:

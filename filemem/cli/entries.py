@@ -29,7 +29,6 @@ from filemem.cli.common import (
     write_ctx,
     write_options,
 )
-from filemem.owner import write_export
 
 
 @main.command()
@@ -284,6 +283,8 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
         doc = store.export()
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if out:
+        from filemem.owner import write_export  # the owner side loads only when needed
+
         write_export(out, text.encode("utf-8"))
         click.echo(f"Wrote {len(doc['entries'])} entries to {out}", err=True)
     else:

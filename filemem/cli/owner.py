@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from filemem.cli.app import main
 from filemem.cli.common import command, emit_json, json_option, one_line, open_owner, store_option
 from filemem.model import iso_ms
-from filemem.owner import Owner
+
+if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
+    from filemem.owner import Owner
 
 
 def _show(record: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,7 +22,9 @@ from filemem.cli.common import (
     store_option,
     usage_line,
 )
-from filemem.owner import Remote, SyncResult
+
+if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
+    from filemem.owner import Remote, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
