@@ -16,6 +16,7 @@ import pytest
 
 import filemem
 from filemem.files import atomic, worktree
+from filemem.files.giterrors import RefLocked
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import GitRepo, PendingObjects
 from filemem.store.auditlog import Ledger
@@ -457,7 +458,8 @@ def test_ref_refused_while_locked(repo: GitRepo) -> None:
     with open(ref + ".lock", "wb") as f:
         f.write(b"a git command's")
     old = repo.head()
-    assert repo.cas_head(old, "f" * 40, "blocked") is False
+    with pytest.raises(RefLocked):  # a git command holds the branch: refused, named
+        repo.cas_head(old, "f" * 40, "blocked")
     assert repo.head() == old
     with open(ref + ".lock", "rb") as f:
         assert f.read() == b"a git command's"

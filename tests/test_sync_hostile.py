@@ -18,6 +18,7 @@ from dulwich.repo import Repo
 
 import filemem
 from filemem.files import layout
+from filemem.files.treecheck import first_bad_path
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
 from tests.conftest import ctx, git, run_cli
@@ -318,15 +319,15 @@ def test_malformed_trees_are_refused_by_the_walker(world: World) -> None:
             pending = PendingObjects()
             sha = pending.add(b"tree", _raw_tree(entries))
             repo.write(pending)
-            assert repo.first_bad_path(sha, layout.check_tree_path) is not None, label
+            assert first_bad_path(repo, sha, layout.check_tree_path) is not None, label
         pending = PendingObjects()
         sha = pending.add(b"tree", b"100644 README.md\0short")
         repo.write(pending)
-        assert repo.first_bad_path(sha, layout.check_tree_path) == (
+        assert first_bad_path(repo, sha, layout.check_tree_path) == (
             "/", "an unreadable tree (a malformed tree object)")
         # the store's own tree passes, and an unchanged tree is not even read again
         tree = repo.commit(commit).tree
-        assert repo.first_bad_path(tree, layout.check_tree_path) is None
-        assert repo.first_bad_path(tree, lambda p, m: "no", known=tree) is None
+        assert first_bad_path(repo, tree, layout.check_tree_path) is None
+        assert first_bad_path(repo, tree, lambda p, m: "no", known=tree) is None
     finally:
         repo.close()

@@ -14,8 +14,8 @@ local branch up to date with it, and pushes the result back:
   from the remote are validated first: an invalid entry file or configuration stops the
   sync before anything changes here.
 
-Before either, every path of the remote's tree is checked (:func:`filemem.files.layout.
-check_tree_path`, through :meth:`GitRepo.first_bad_path`): a path out of the store or into
+Before either, every path of the remote's tree is checked (``layout.check_tree_path``, through
+``treecheck.first_bad_path``): a path out of the store or into
 ``.git`` in any spelling, a symbolic link, a submodule or any file a store does not hold is
 refused (REMOTE_INVALID, naming the path) and nothing is written. ``filemem clone`` checks
 the same before it sets its branch or writes a file; its ``.git`` is only what it made.
@@ -49,6 +49,7 @@ from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.layout import check_tree_path, id_from_path, is_entry_path, path_problem
+from filemem.files.treecheck import first_bad_path
 from filemem.owner.merge import SOURCE, Conflict, Plan, merge_base, plan_merge
 from filemem.owner.remotes import (
     Progress,
@@ -233,7 +234,7 @@ def _check_paths(git: GitRepo, tree: str, known: str | None, where: str) -> None
     """Refuse a remote's tree holding any path a store may not hold (outside the store,
     into ``.git``, a symbolic link, a submodule, a file a store never has), before anything
     of it is written. ``known``: the local tree (what is here already is not re-checked)."""
-    bad = git.first_bad_path(tree, check_tree_path, known)
+    bad = first_bad_path(git, tree, check_tree_path, known)
     if bad is not None:
         path, problem = bad
         raise SyncError("REMOTE_INVALID", f"{where} holds {path!r}: {problem}. Nothing was "

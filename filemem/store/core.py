@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import threading
@@ -36,13 +35,13 @@ from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
 from filemem.files.gitrepo import GitError, GitRepo, RepositoryDamaged
-from filemem.files.layout import is_entry_path, is_store_path, layer_dir, path_problem
+from filemem.files.layout import is_entry_path, layer_dir, path_problem
 from filemem.model import Entry
-from filemem.store import create
+from filemem.store import create, recovery
 from filemem.store.auditlog import Ledger
 from filemem.store.audittrail import AuditTrail
 from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
-from filemem.store.pending import PendingStore, Record, settles
+from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
@@ -56,14 +55,6 @@ COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
 log = logging.getLogger("filemem")
 T = TypeVar("T")
-
-
-def _json_row(line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class Store:
@@ -397,43 +388,7 @@ class Store:
 
     def _recover(self) -> list[str]:
         """Finish or undo what a killed write left in the working tree (lock held)."""
-        with self.refusing_links():
-            record = self.journal.read_all()
-        if record is None:
-            return []
-        paths = self._trusted(record.old_head, record.new_head, record.paths)
-        self.git.clear_stale_locks()
-        lock = os.path.join(self.git.git_dir, "index.lock")
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(lock).st_mtime_ns >= os.stat(self.journal.path).st_mtime_ns:
-                os.unlink(lock)  # ours: taken after the journal was written
-        head = self.git.head()
-        tree = self.git.commit(head).tree if head else None
-        head_blob = {p: (self.git.blob_at(tree, p) if tree else None) for p in paths}
-        data = {sha: self.git.read_blob(sha) for sha in head_blob.values() if sha}
-        for _old, new in paths.values():  # to recognise a torn new file (worktree.repair)
-            if new and new not in data:
-                with contextlib.suppress(KeyError, GitError):
-                    data[new] = self.git.read_blob(new)
-        with private_files():
-            # hand edits an adopt took in are replaced only if its commit is HEAD
-            adopted = record.adopted if head is not None and head == record.new_head else {}
-            repaired = worktree.repair(self.root, paths, head_blob, data, adopted)
-            index = self.index()
-            for path, sha in head_blob.items():
-                if sha is None:
-                    index.remove(path)
-                    continue
-                try:
-                    content = worktree.read(self.root, path)
-                except LinkRefused:
-                    content = None  # a person's link: not HEAD's file
-                clean = content is not None and content == data[sha]
-                index.set(path, sha, os.stat(worktree.full_path(self.root, path))
-                          if clean else None)
-            self._write_index(index)
-        self.journal.clear()
-        return repaired
+        return recovery.recover(self)
 
     def repair(self) -> None:
         """Finish or undo a killed write now, if one left its journal (takes the lock)."""
@@ -452,66 +407,7 @@ class Store:
             self.pending.recover_stale(self._settled)
 
     def _settled(self, record: Record) -> bool:
-        """Whether pending ``record`` was approved (its write committed) or rejected: an
-        audit row names it, in a commit newer than its staging or in the ledger."""
-        pid = str(record.get("id", ""))
-        if not pid:
-            return False
-        head = self.git.head()
-        if head is not None:
-            for info in self.git.newest_first(head):
-                if pid not in info.message:
-                    continue
-                rows = self.trail.commit_rows(info)
-                if any(settles(r, pid) for r in rows):
-                    return True
-                if any(str(r["action"]).endswith("-pending") and
-                       f"staged as {pid}" in str(r["outcome"]) for r in rows):
-                    break  # its staging: nothing older settles it
-        with contextlib.suppress(FileNotFoundError), \
-                open(self.ledger.path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if pid in line and settles(_json_row(line), pid):
-                    return True
-        return False
-
-    def _trusted(self, old: str | None, new: str | None,
-                 paths: dict[str, tuple[str | None, str | None]]
-                 ) -> dict[str, tuple[str | None, str | None]]:
-        """The journal's paths that it may have written itself: store paths (not outside
-        the store, in ``.git/`` or ``.filemem/``, nor through a linked folder) whose old and
-        new blobs are those of its old and new commits (for a discard, which does not move
-        HEAD: whose new blob is HEAD's). Any other is left alone, warned of."""
-        trees: dict[str | None, str | None] = {None: None}
-        for commit in (old, new):
-            try:
-                trees[commit] = self.git.commit(commit).tree if commit else None
-            except (GitError, KeyError, ValueError, TypeError):
-                trees[commit] = ""  # not a commit: no blob can match it
-        kept, refused = {}, []
-        for path, (old_blob, new_blob) in paths.items():
-            ok = is_store_path(path) and worktree.linked_folder(self.root, path) is None
-            # a discard journals the hand edit as "old" over an unmoved HEAD: only the
-            # version it puts back must be HEAD's
-            checks = [(new, new_blob)] if old == new else [(old, old_blob), (new, new_blob)]
-            if ok:
-                for commit, blob in checks:
-                    tree = trees[commit]
-                    try:
-                        at = self.git.blob_at(tree, path) if tree else None
-                    except (GitError, KeyError, ValueError):
-                        at = None
-                    ok = ok and tree != "" and at == blob
-            if ok:
-                kept[path] = (old_blob, new_blob)
-            else:
-                refused.append(path)
-        if refused:
-            log.warning("filemem: ignoring %d path(s) of %s that a filemem write did not "
-                        "journal (not a store file, through a link, or not the blobs of its "
-                        "commits): %s", len(refused), self.journal.path,
-                        ", ".join(repr(p) for p in refused[:5]))
-        return kept
+        return recovery.settled(self, record)
 
     # ------------------------------------------------------------ writing
 
@@ -654,11 +550,12 @@ class Store:
         return rows
 
     def bump_recall(self, ids: list[str], ts: int) -> None:
-        """Count a query's results as recalled; skipped, with a note, on a read-only store."""
+        """Count a query's results as recalled; skipped, with a note, on a read-only store or
+        a full disk."""
         try:
             self.recall.bump(ids, ts)
-        except OSError as exc:
-            if not read_only(exc):
+        except OSError as exc:  # usage statistics, not memory: the read still answers
+            if not read_only(exc) and exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             self.note_read_only(exc)
 

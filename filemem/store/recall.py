@@ -9,9 +9,7 @@ log grows large it is folded into ``recall.json`` under the store lock.
 
 from __future__ import annotations
 
-import errno
 import json
-import logging
 import os
 from collections.abc import Iterable
 from typing import Final
@@ -19,8 +17,6 @@ from typing import Final
 from filemem.files import atomic
 from filemem.store.names import linked
 
-log = logging.getLogger("filemem")
-_CANNOT_WRITE: Final = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 LOG_NAME: Final = "recall.log"
 BASE_NAME: Final = "recall.json"
 COMPACT_AT: Final = 4 * 1024 * 1024
@@ -121,19 +117,11 @@ class RecallCounters:
         if not ids:
             return
         line = f"{ts} {' '.join(ids)}\n".encode("ascii")
+        fd = self._open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
-            fd = self._open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-            try:
-                atomic.write_all(fd, line)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            if exc.errno not in _CANNOT_WRITE:
-                raise
-            # usage statistics, not memory: a read still answers on a full disk
-            log.warning("filemem: recall counters not updated (%s: %s)", self.log_path,
-                        exc.strerror)
-            return
+            atomic.write_all(fd, line)
+        finally:
+            os.close(fd)
         # fold our own line now; refresh() will skip it by offset only if nobody else wrote
         self.refresh()
 

@@ -1,0 +1,135 @@
+"""Crash repair: finishing or undoing what a killed write left (its journal), and pending
+approvals a killed ``approve`` or ``reject`` left claimed. Both run under the store lock;
+neither trusts ``.filemem/`` further than git confirms it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from filemem.files import worktree
+from filemem.files.atomic import LinkRefused
+from filemem.files.gitrepo import GitError
+from filemem.files.layout import is_store_path
+from filemem.store.names import private_files
+from filemem.store.pending import Record, settles
+
+if TYPE_CHECKING:
+    from filemem.store.core import Store
+
+log = logging.getLogger("filemem")
+
+
+def _json_row(line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def recover(store: Store) -> list[str]:
+    """Finish or undo what a killed write left in the working tree (lock held)."""
+    with store.refusing_links():
+        record = store.journal.read_all()
+    if record is None:
+        return []
+    paths = trusted(store, record.old_head, record.new_head, record.paths)
+    store.git.clear_stale_locks()
+    lock = os.path.join(store.git.git_dir, "index.lock")
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(lock).st_mtime_ns >= os.stat(store.journal.path).st_mtime_ns:
+            os.unlink(lock)  # ours: taken after the journal was written
+    head = store.git.head()
+    tree = store.git.commit(head).tree if head else None
+    head_blob = {p: (store.git.blob_at(tree, p) if tree else None) for p in paths}
+    data = {sha: store.git.read_blob(sha) for sha in head_blob.values() if sha}
+    for _old, new in paths.values():  # to recognise a torn new file (worktree.repair)
+        if new and new not in data:
+            with contextlib.suppress(KeyError, GitError):
+                data[new] = store.git.read_blob(new)
+    with private_files():
+        # hand edits an adopt took in are replaced only if its commit is HEAD
+        adopted = record.adopted if head is not None and head == record.new_head else {}
+        repaired = worktree.repair(store.root, paths, head_blob, data, adopted)
+        index = store.index()
+        for path, sha in head_blob.items():
+            if sha is None:
+                index.remove(path)
+                continue
+            try:
+                content = worktree.read(store.root, path)
+            except LinkRefused:
+                content = None  # a person's link: not HEAD's file
+            clean = content is not None and content == data[sha]
+            index.set(path, sha, os.stat(worktree.full_path(store.root, path))
+                      if clean else None)
+        store._write_index(index)
+    store.journal.clear()
+    return repaired
+
+
+def settled(store: Store, record: Record) -> bool:
+    """Whether pending ``record`` was approved (its write committed) or rejected: an
+    audit row names it, in a commit newer than its staging or in the ledger."""
+    pid = str(record.get("id", ""))
+    if not pid:
+        return False
+    head = store.git.head()
+    if head is not None:
+        for info in store.git.newest_first(head):
+            if pid not in info.message:
+                continue
+            rows = store.trail.commit_rows(info)
+            if any(settles(r, pid) for r in rows):
+                return True
+            if any(str(r["action"]).endswith("-pending") and
+                   f"staged as {pid}" in str(r["outcome"]) for r in rows):
+                break  # its staging: nothing older settles it
+    with contextlib.suppress(FileNotFoundError), \
+            open(store.ledger.path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if pid in line and settles(_json_row(line), pid):
+                return True
+    return False
+
+def trusted(store: Store, old: str | None, new: str | None,
+             paths: dict[str, tuple[str | None, str | None]]
+             ) -> dict[str, tuple[str | None, str | None]]:
+    """The journal's paths that it may have written itself: store paths (not outside
+    the store, in ``.git/`` or ``.filemem/``, nor through a linked folder) whose old and
+    new blobs are those of its old and new commits (for a discard, which does not move
+    HEAD: whose new blob is HEAD's). Any other is left alone, warned of."""
+    trees: dict[str | None, str | None] = {None: None}
+    for commit in (old, new):
+        try:
+            trees[commit] = store.git.commit(commit).tree if commit else None
+        except (GitError, KeyError, ValueError, TypeError):
+            trees[commit] = ""  # not a commit: no blob can match it
+    kept, refused = {}, []
+    for path, (old_blob, new_blob) in paths.items():
+        ok = is_store_path(path) and worktree.linked_folder(store.root, path) is None
+        # a discard journals the hand edit as "old" over an unmoved HEAD: only the
+        # version it puts back must be HEAD's
+        checks = [(new, new_blob)] if old == new else [(old, old_blob), (new, new_blob)]
+        if ok:
+            for commit, blob in checks:
+                tree = trees[commit]
+                try:
+                    at = store.git.blob_at(tree, path) if tree else None
+                except (GitError, KeyError, ValueError):
+                    at = None
+                ok = ok and tree != "" and at == blob
+        if ok:
+            kept[path] = (old_blob, new_blob)
+        else:
+            refused.append(path)
+    if refused:
+        log.warning("filemem: ignoring %d path(s) of %s that a filemem write did not "
+                    "journal (not a store file, through a link, or not the blobs of its "
+                    "commits): %s", len(refused), store.journal.path,
+                    ", ".join(repr(p) for p in refused[:5]))
+    return kept
