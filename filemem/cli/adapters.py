@@ -131,7 +131,7 @@ def is_directory_payload(payload: Any) -> bool:
 
 def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -> str:
     """Write an export payload; returns a line saying what was written ('' for stdout)."""
-    from filemem.owner import write_export  # the owner side loads only when it is needed
+    from filemem.owner import make_export_folder, write_export  # loaded only when needed
 
     if is_directory_payload(payload):
         files = payload["files"]
@@ -154,7 +154,7 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
             raise errors.invalid_input(
                 f"export: {out} already has {', '.join(existing)}; pass --force to overwrite "
                 "them (other files there are left alone); nothing was written")
-        os.makedirs(out, exist_ok=True)
+        make_export_folder(out)
         for name, text in files.items():
             write_export(os.path.join(out, name), text.encode("utf-8"))
         return f"Wrote {len(files)} files to {out}: {', '.join(sorted(files))}"

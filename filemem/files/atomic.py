@@ -114,8 +114,8 @@ def atomic_write(path: str, data: bytes, *, durable: bool, mode: int = 0o600,
                  prefix: str = ".", suffix: str = TMP_SUFFIX) -> None:
     """Replace (or create) ``path`` with ``data`` atomically.
 
-    ``mode`` is the new file's permission bits before the umask (``0o666`` for an ordinary
-    file another tool reads). ``prefix``/``suffix`` shape the temp file's name, for callers
+    ``mode`` is the new file's permission bits before the umask (filemem's files, exports
+    included, are ``0o600``). ``prefix``/``suffix`` shape the temp file's name, for callers
     that recognise their own leftovers (:func:`remove_temps`). If the folder fsync fails
     after the rename, the new content is in place and the error is raised."""
     fd, tmp = _open_temp(path, mode, prefix, suffix)

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from filemem.files import atomic
+from filemem.files import atomic, modes
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 
 if TYPE_CHECKING:
@@ -525,6 +525,7 @@ class GitRepo:
                 self.close()  # dulwich must see the new pack list
                 return packs
         self.repo.object_store.pack_loose_objects()
+        modes.private_packs(self.git_dir)  # dulwich writes its packs 0444
         return packs
 
     def clear_stale_locks(self) -> list[str]:

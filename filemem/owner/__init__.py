@@ -31,6 +31,7 @@ from filemem.owner.sync import SyncResult
 from filemem.provider import Provider
 from filemem.session import writer_of
 from filemem.store.auditlog import row
+from filemem.store.names import private_files
 from filemem.store.pending import Record, approved_by, rejected_by
 
 
@@ -203,14 +204,21 @@ class Owner:
 
 def write_export(path: str, data: bytes) -> None:
     """Write an export (another tool's memory file, an envelope) to ``path``: a regular file
-    is replaced whole and durably (never truncated, then half written), as an ordinary file
-    (0666 before the umask, unlike the store's private files); a device or pipe such as
-    ``/dev/stdout`` is written to as it is."""
+    is replaced whole and durably (never truncated, then half written), private to the
+    owner like the store's files (0600, whatever the umask: it holds the same memories); a
+    device or pipe such as ``/dev/stdout`` is written to as it is."""
     if os.path.exists(path) and not os.path.isfile(path):
         with open(path, "wb") as f:
             f.write(data)
         return
-    atomic.atomic_write(path, data, durable=True, mode=0o666)
+    atomic.atomic_write(path, data, durable=True, mode=0o600)
+
+
+def make_export_folder(path: str) -> None:
+    """The folder a directory export is written to: made 0700 (missing parents too) if it
+    is not there; a folder that exists is left as it is."""
+    with private_files():
+        os.makedirs(path, mode=0o700, exist_ok=True)
 
 
 def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
@@ -219,4 +227,4 @@ def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
 
 
 __all__ = ["Change", "Owner", "OwnerApproval", "Remote", "Report", "SyncResult", "clone",
-           "normalize_url", "write_export"]
+           "make_export_folder", "normalize_url", "write_export"]

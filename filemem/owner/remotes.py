@@ -19,7 +19,9 @@ from typing import Any, Final
 
 from filemem.errors import SyncError
 from filemem.files.gitrepo import BRANCH, GitRepo
+from filemem.files.modes import pack_names, private_packs
 from filemem.store.core import Store
+from filemem.store.names import private_files
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
 STALE_REF_LOCK: Final = 5.0  # seconds: a ref lock this old on a local remote is a dead push's
@@ -74,7 +76,7 @@ def add_remote(store: Store, name: str, url: str) -> Remote:
         raise SyncError("BAD_REMOTE", f"{name!r} is not a usable remote name: use letters, "
                                       "digits, '.', '_' and '-' (like `origin`)")
     remote = Remote(name, normalize_url(url))
-    with store.locked():
+    with store.locked(), private_files():  # .git/config stays the owner's only
         existing = {r.name: r for r in remotes(store.git)}
         if name in existing:
             raise SyncError("REMOTE_EXISTS", f"remote {name} already exists "
@@ -89,12 +91,13 @@ def write_remote(git: GitRepo, remote: Remote) -> None:
     section = (b"remote", remote.name.encode())
     config.set(section, b"url", remote.url.encode())
     config.set(section, b"fetch", f"+refs/heads/*:refs/remotes/{remote.name}/*".encode())
-    config.write_to_path()
+    with private_files():
+        config.write_to_path()
 
 
 def remove_remote(store: Store, name: str) -> Remote:
     """Forget a remote and its remote-tracking refs (``git remote remove``)."""
-    with store.locked():
+    with store.locked(), private_files():
         found = {r.name: r for r in remotes(store.git)}.get(name)
         if found is None:
             raise SyncError("NO_REMOTE", f"there is no remote {name!r} (see `filemem remote "
@@ -195,7 +198,8 @@ def _set_tracking(git: GitRepo, remote: Remote, sha: str) -> None:
 
 def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str | None:
     """Fetch the remote's ``main`` into the object store; its commit, or None if the
-    remote has no ``main`` yet. Only adds objects (and the remote-tracking ref)."""
+    remote has no ``main`` yet. Only adds objects (and the remote-tracking ref), private
+    to the owner whatever the umask: folders 0700, refs and logs 0600, packs 0400."""
     client, path = _client(git, remote.url)
     repo = git.repo
     store: Any = repo.object_store
@@ -204,14 +208,18 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
         sha = refs.get(BRANCH_REF)
         return [] if sha is None or sha in store else [sha]
 
-    with _transport_errors(remote, "fetch from"):
-        result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
-                              progress=_progress_fn(progress))
-    sha = (result.refs or {}).get(BRANCH_REF)
-    if sha is None:
-        return None
-    head = str(sha.decode())
-    _set_tracking(git, remote, head)
+    with private_files():
+        try:
+            with _transport_errors(remote, "fetch from"):
+                result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
+                                      progress=_progress_fn(progress))
+        finally:
+            private_packs(git.git_dir)  # dulwich writes its packs 0444
+        sha = (result.refs or {}).get(BRANCH_REF)
+        if sha is None:
+            return None
+        head = str(sha.decode())
+        _set_tracking(git, remote, head)
     return head
 
 
@@ -224,8 +232,8 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
 
     client, path = _client(git, remote.url)
     local = _local_path(client, path)
-    if local is not None:
-        _check_local_target(local, remote)
+    target = _check_local_target(local, remote) if local is not None else None
+    before = pack_names(target) if target is not None else set()
     repo = git.repo
     moved: list[Any] = []
 
@@ -241,12 +249,17 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
         return repo.generate_pack_data(set(have), set(want), progress=progress,
                                        ofs_delta=ofs_delta)
 
-    with _transport_errors(remote, "push to"):
+    # a local remote gets what this push writes there (pack, ref, its log) with no bit for
+    # group or other: git's own files there keep the modes git gave them
+    with _transport_errors(remote, "push to"), private_files():
         try:
             result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
                                       progress=_progress_fn(progress))
         except FileLocked:
             return False  # another push is moving the ref right now: fetch and retry
+        finally:
+            if target is not None:
+                private_packs(target, keep=before)  # the pack this push added: 0400
     if moved:
         return False
     problem = (result.ref_status or {}).get(BRANCH_REF)
@@ -255,9 +268,10 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
             return False  # lost a race to another push
         raise SyncError("PUSH_REJECTED", f"{remote.name} ({remote.url}) refused the push of "
                                          f"{BRANCH}: {problem}")
-    _set_tracking(git, remote, new)
-    if local is not None and expected is None:
-        _point_head_at_branch(local)
+    with private_files():
+        _set_tracking(git, remote, new)
+        if local is not None and expected is None:
+            _point_head_at_branch(local)
     return True
 
 
@@ -268,9 +282,9 @@ def _remote_head(client: Any, path: str, remote: Remote) -> str | None:
     return sha.decode() if sha else None
 
 
-def _check_local_target(path: str, remote: Remote) -> None:
+def _check_local_target(path: str, remote: Remote) -> str:
     """Refuse to push into a working store (its files would not follow its branch), and
-    clear a ref lock that a killed push left on a local remote."""
+    clear a ref lock that a killed push left on a local remote. Returns its git folder."""
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
@@ -289,6 +303,7 @@ def _check_local_target(path: str, remote: Remote) -> None:
                         "bare repository as the remote (`git init --bare -b main PATH`) and "
                         "sync both machines with it")
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
+    return str(git_dir)
 
 
 def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:

@@ -107,7 +107,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
          attempts: int = SYNC_ATTEMPTS) -> SyncResult:
     """Fetch, integrate (fast-forward or merge), push; see the module docstring."""
     remote = pick_remote(store.git, name)
-    with _sync_lock(store):
+    with _sync_lock(store), private_files():  # fetched packs and refs, merge files
         clear_stale_local(store.git, remote)
         head = store.git.head()
         assert head is not None
@@ -332,11 +332,11 @@ def clone(url: str, path: str, progress: Progress | None = None) -> str:
     if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
         raise errors.StoreExists(f"{root} exists and is not empty; choose a new or empty folder")
     parent = os.path.dirname(root)
-    os.makedirs(parent, exist_ok=True)
     building = os.path.join(parent, f".{os.path.basename(root)}.filemem-clone-{os.getpid()}-"
                                     f"{os.urandom(4).hex()}")
     remote = Remote("origin", normalize_url(url))
-    with private_files():
+    with private_files():  # the parent, .git/config, packs, refs: the owner's only
+        os.makedirs(parent, exist_ok=True)
         try:
             _clone_into(building, remote, progress)
             if os.name == "nt" and os.path.isdir(root):

@@ -53,8 +53,8 @@ def make(root: str) -> None:
             f"{root} exists and is not empty; choose a new or empty folder for the store"
         )
     parent = os.path.dirname(root)
-    os.makedirs(parent, exist_ok=True)
     with private_files():
+        os.makedirs(parent, exist_ok=True)  # folders filemem makes are 0700, as the store
         building = os.path.join(
             parent, f".{os.path.basename(root)}.filemem-init-{os.getpid()}-"
                     f"{os.urandom(4).hex()}")
