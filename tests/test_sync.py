@@ -541,29 +541,34 @@ def test_a_ref_lock_left_on_a_local_remote_by_a_dead_push_is_cleared(
 def test_merge_base_does_not_depend_on_commit_times(tmp_path: Path) -> None:
     """Commits made in one second (filemem's usual pace) still fast-forward: the base is
     found from the graph, not from commit times (a time-ordered walk can pass a commit
-    before its descendant of the same second and answer an older base)."""
+    before its descendant of the same second and answer an older base too). Which commit
+    it passes first depends on the hashes, so the shape is built many times over, also
+    with the merge made on a machine whose clock is behind."""
     from filemem.files.gitrepo import GitRepo, PendingObjects
     from filemem.owner.merge import merge_base
 
     filemem.init_store(tmp_path / "s").close()
     git_repo = GitRepo(str(tmp_path / "s"))
-    root = git_repo.head()
-    assert root is not None
-    tree = git_repo.commit(root).tree
+    start = git_repo.head()
+    assert start is not None
+    tree = git_repo.commit(start).tree
 
-    def commit(parents: list[str], name: str) -> str:
+    def commit(parents: list[str], name: str, when: int = 1_800_000_000) -> str:
         pending = PendingObjects()
-        sha = git_repo.make_commit(tree, parents, name, "t <t@t>", 1_800_000_000, pending)
+        sha = git_repo.make_commit(tree, parents, name, "t <t@t>", when, pending)
         git_repo.write(pending)
         return sha
 
-    a1 = commit([root], "a1")
-    a2 = commit([a1], "a2")
-    b1 = commit([root], "b1")
-    merged = commit([b1, a2], "merge")
-    assert merge_base(git_repo, a2, merged) == a2  # a fast-forward
-    assert merge_base(git_repo, merged, a2) == a2  # nothing to take in
-    assert merge_base(git_repo, a2, b1) == root
-    later = commit([merged], "later")
-    assert merge_base(git_repo, later, a2) == a2
+    for i in range(100):
+        behind = 1_800_000_000 - 60 * (i % 2)  # every other round: B's clock is behind
+        root = commit([start], f"root {i}")
+        a1 = commit([root], f"a1 {i}")
+        a2 = commit([a1], f"a2 {i}")
+        b1 = commit([root], f"b1 {i}", behind)
+        merged = commit([b1, a2], f"merge {i}", behind)
+        assert merge_base(git_repo, a2, merged) == a2  # a fast-forward
+        assert merge_base(git_repo, merged, a2) == a2  # nothing to take in
+        assert merge_base(git_repo, a2, b1) == root
+        later = commit([merged], f"later {i}", behind)
+        assert merge_base(git_repo, later, a2) == a2
     git_repo.close()

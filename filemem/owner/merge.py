@@ -68,12 +68,52 @@ class Conflict:
 
 
 def merge_base(git: GitRepo, ours: str, theirs: str) -> str | None:
-    """The merge base of two commits, or None if their histories are unrelated."""
+    """The merge base of two commits, or None if their histories are unrelated.
+
+    dulwich's walk visits commits newest first and stops once only common ancestors are
+    left; among commits of one second (filemem's usual pace, or clocks that differ between
+    machines) it can visit an old common ancestor before the newer one that descends from
+    it, and then answers both, oldest first. So bases that are ancestors of another base
+    are dropped (git's remove_redundant): a fast-forward stays one, and a merge is
+    three-way against the nearest base, not an older one."""
     from dulwich.graph import find_merge_base
 
     shas: list[Any] = [ours.encode(), theirs.encode()]
-    bases = find_merge_base(git.repo, shas)
-    return bases[0].decode() if bases else None
+    found = [b.decode() for b in find_merge_base(git.repo, shas)]
+    bases = [b for b in found if not _reaches(git, b, [o for o in found if o != b])]
+    return bases[0] if bases else None
+
+
+def _reaches(git: GitRepo, target: str, sources: list[str]) -> bool:
+    """Whether ``target`` is an ancestor of one of ``sources``. Paints the ancestors of
+    ``target`` and of ``sources`` in one walk (commit times only order it) and stops when
+    every commit left to visit is an ancestor of both: the commits between a source and
+    ``target`` descend from ``target``, so they are never painted both and the walk
+    reaches ``target`` from that side before it stops, whatever the commit times."""
+    import heapq
+
+    if not sources:
+        return False
+    one, other, both = 1, 2, 3
+    flags: dict[str, int] = {target: one}
+    for sha in sources:
+        flags[sha] = flags.get(sha, 0) | other
+    if flags[target] == both:
+        return True
+    queue = [(-git.commit(sha).time, sha) for sha in flags]
+    heapq.heapify(queue)
+    while any(flags[sha] != both for _t, sha in queue):
+        _t, sha = heapq.heappop(queue)
+        paint = flags[sha]
+        for parent in git.commit(sha).parents:
+            had = flags.get(parent, 0)
+            if had | paint == had:
+                continue
+            flags[parent] = had | paint
+            if parent == target:
+                return True  # only the other side can add paint to target
+            heapq.heappush(queue, (-git.commit(parent).time, parent))
+    return False
 
 
 def _key(path: str) -> Key:
