@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from filemem import shown
 from filemem.config import Config
 from filemem.types import Payload
 
@@ -120,13 +121,15 @@ def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], 
 
 
 def describe(request: ApprovalRequest) -> str:
-    """The request as a person reads it in a prompt: everything that would be written."""
+    """The request as a person reads it in a prompt: everything that would be written, the
+    text framed by :func:`filemem.shown.block` (control characters as visible escapes, every
+    line of it behind a bar, so it cannot imitate the lines around it)."""
     p = request.payload
     action = p["action"]
     who = request.write.get("agent") if isinstance(request.write, dict) else None
     session = who.get("session") if isinstance(who, dict) else None
     session_id = session.get("id") if isinstance(session, dict) else None
-    lines = [request.title or f"{action} in {p['track']}/{p['scope']}:"]
+    lines = [shown.visible(request.title or f"{action} in {p['track']}/{p['scope']}:")]
     facts = []
     if p.get("source") is not None:
         facts.append(f"source {p['source']}")
@@ -134,8 +137,6 @@ def describe(request: ApprovalRequest) -> str:
         facts.append(f"session {session_id}")
     facts.append(f"policy {request.policy}" + (f" ({request.policy_key})"
                                                if request.policy_key else ""))
-    lines.append("  " + ", ".join(facts))
-    lines.append("-" * 60)
-    lines.append(p["text"])
-    lines.append("-" * 60)
+    lines.append("  " + shown.visible(", ".join(facts)))
+    lines += shown.block(str(p["text"]))
     return "\n".join(lines)

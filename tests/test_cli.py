@@ -329,7 +329,8 @@ def test_prompt_yes_writes(store: Path) -> None:
                                    b"y\n")
     assert code == 0, screen
     asked = screen.split("Approve this write?")[0]
-    assert "from:\nPrefers replies in Chinese\n\nto:\nPrefers English" in asked
+    assert ("│ from:\n│ Prefers replies in Chinese\n│\n│ to:\n│ Prefers English\n"
+            "└─ end of text") in asked
     assert [e["text"] for e in as_json("list", store=store)] == ["Prefers English"]
 
 

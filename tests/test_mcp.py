@@ -225,14 +225,14 @@ def test_replace_and_consolidate_show_everything(store: Path, other: filemem.Pro
 
     replaced, merged = anyio.run(scenario)
     assert ok(replaced)["previous"]["text"] == "tests: pytest -x"
-    assert "from:\ntests: pytest -x\n\nto:\ntests: pytest -x -q\nsecond line" in \
-        person.messages[0]
+    assert ("│ from:\n│ tests: pytest -x\n│\n│ to:\n│ tests: pytest -x -q\n│ second line\n"
+            "└─ end of text") in person.messages[0]
     assert "Replace a memory entry in agent/workspace" in person.messages[0]
     assert [r["text"] for r in ok(merged)["removed"]] == ["lint: ruff check",
                                                           "types: mypy strict"]
     plan = person.messages[1]
-    for part in ("remove: ruff\nlint: ruff check", "remove: mypy\ntypes: mypy strict",
-                 "new text: checks: ruff check; mypy strict"):
+    for part in ("│ remove: ruff\n│ lint: ruff check", "│ remove: mypy\n│ types: mypy strict",
+                 "│ new text: checks: ruff check; mypy strict"):
         assert part in plan
     assert sorted(e["text"] for e in other.list_entries()) == [
         "checks: ruff check; mypy strict", "tests: pytest -x -q\nsecond line"]
@@ -260,7 +260,7 @@ def test_the_write_is_the_one_the_person_saw(store: Path, other: filemem.Provide
                 "scope": "user-global", "match": "editor", "text": "editor: emacs"})
 
     result = anyio.run(scenario)
-    assert "from:\neditor: vim\n" in person.messages[0]
+    assert "│ from:\n│ editor: vim\n" in person.messages[0]
     if mode == "legacy":
         assert err(result)["code"] == "ENTRY_NOT_FOUND"
         assert "changed while approval was pending" in err(result)["message"]
@@ -268,7 +268,7 @@ def test_the_write_is_the_one_the_person_saw(store: Path, other: filemem.Provide
         assert len(person.messages) == 1
     else:
         assert len(person.messages) == 2
-        assert "from:\neditor: helix\n\nto:\neditor: emacs" in person.messages[1]
+        assert "│ from:\n│ editor: helix\n│\n│ to:\n│ editor: emacs" in person.messages[1]
         assert ok(result)["previous"]["text"] == "editor: helix"
         assert [e["text"] for e in other.list_entries()] == ["editor: emacs"]
 

@@ -20,6 +20,7 @@ from filemem import errors
 from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
+from filemem.shown import visible
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -42,15 +43,18 @@ def adapters_command(as_json: bool) -> None:
     else:
         click.echo(f"Memory adapters ({len(rows)}):")
         for r in rows:
-            click.echo(f"- {r['id']} ({r['name']}, v{r['version']}): {r['description']}")
-            click.echo(f"  import: {', '.join(r['importFormats'])}; export: {r['exportFormat']}")
+            click.echo(visible(f"- {r['id']} ({r['name']}, v{r['version']}): "
+                               f"{r['description']}"))
+            click.echo(visible(f"  import: {', '.join(r['importFormats'])}; "
+                               f"export: {r['exportFormat']}"))
             origin = registry.origin(r["id"])
             if origin != "filemem":
-                click.echo(f"  from {origin}")
+                click.echo(f"  from {visible(origin)}")
         click.echo("Import with `filemem import --adapter ID PATH`; export with "
                    "`filemem export --adapter ID [--out PATH]`.")
     for problem in registry.problems:
-        click.echo(f"filemem: warning: adapter {problem}", err=True)
+        click.echo(f"filemem: warning: adapter {visible(problem, keep_newlines=True)}",
+                   err=True)
 
 
 def check_id(adapter_id: str) -> str:
@@ -211,9 +215,9 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
             derived.add(e["workspaceKey"])
     for key in sorted(derived):
         if not os.path.isdir(key):
-            click.echo(f"filemem: note: {adapter_id} placed entries in workspace {key}, which "
-                       "is not a folder here; if that is wrong, import again with "
-                       "--workspace DIR", err=True)
+            click.echo(f"filemem: note: {adapter_id} placed entries in workspace "
+                       f"{visible(key)}, which is not a folder here; if that is wrong, "
+                       "import again with --workspace DIR", err=True)
     with open_store(store_path, yes=yes) as store:
         result = store.import_entries(entries, write_ctx(workspace, agent, session_id))
     if as_json:

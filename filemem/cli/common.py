@@ -10,7 +10,6 @@ process cannot write; reads work).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ import click
 
 from filemem import errors
 from filemem.approval import ApprovalRequest, describe
+from filemem.shown import json_text, visible
 
 if TYPE_CHECKING:
     from filemem.owner import Owner
@@ -69,7 +69,7 @@ class PreApproved:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    click.echo(json_text(value, indent=2))
 
 
 def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
@@ -77,7 +77,7 @@ def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json({"error": exc.to_dict()})
     else:
-        click.echo(f"filemem: {exc.code}: {exc.message}", err=True)
+        click.echo(f"filemem: {exc.code}: {visible(exc.message, keep_newlines=True)}", err=True)
         if exc.details.get("outcome") == "unavailable":
             click.echo("filemem: no terminal to ask for approval: run the command in a "
                        "terminal, or pass --yes to approve it yourself", err=True)
@@ -85,15 +85,17 @@ def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
 
 
 def one_line(text: str, width: int = 100) -> str:
-    line = text.replace("\r", "").replace("\n", " \u21b5 ")
+    """A stored text on one line: newlines as \u21b5, control characters as visible escapes
+    (:func:`filemem.shown.visible`), cut at ``width``."""
+    line = " \u21b5 ".join(visible(part) for part in text.split("\n"))
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
 def entry_line(e: dict[str, Any]) -> str:
     where = f"{e['track']}/{e['scope']}"
     if e["agentKey"]:
-        where += f" #{e['agentKey']}"
-    tags = f" [{', '.join(e['tags'])}]" if e["tags"] else ""
+        where += f" #{visible(e['agentKey'])}"
+    tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
     return f"{e['id'][:8]}  {where:<22} {one_line(e['text'])}{tags}"
 
 

@@ -29,6 +29,7 @@ from filemem.cli.common import (
     write_ctx,
     write_options,
 )
+from filemem.shown import visible
 
 
 @main.command()
@@ -247,8 +248,8 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
     for r in rows:
         layer = f" {r['track']}/{r['scope']}" if r["track"] else ""
         text = f"  {one_line(r['text'], 60)}" if r["text"] else ""
-        click.echo(f"{iso_ms(r['ts'])} {r['action']}{layer} {r['outcome'] or ''} "
-                   f"({r['source'] or ''}){text}")
+        click.echo(visible(f"{iso_ms(r['ts'])} {r['action']}{layer} {r['outcome'] or ''} "
+                           f"({r['source'] or ''})") + text)
 
 
 @main.command()
@@ -353,8 +354,10 @@ def snapshot(language: str | None, workspace: str | None, agent: str | None,
         text = store.snapshot(session, language=language)
     if as_json:
         emit_json({"text": text, "sessionId": session_id})
-    elif text:
-        click.echo(text, nl=sys.stdout.isatty() or not text.endswith("\n"))
+    elif text and sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
+        click.echo(visible(text, keep_newlines=True))
+    elif text:  # a hook or a pipe: the exact text
+        click.echo(text, nl=not text.endswith("\n"))
     else:
         click.echo("(memory is empty for this workspace and agent: the snapshot is empty)",
                    err=True)

@@ -9,6 +9,7 @@ import click
 from filemem.cli.app import main
 from filemem.cli.common import command, emit_json, json_option, one_line, open_owner, store_option
 from filemem.model import iso_ms
+from filemem.shown import block, json_text, visible
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
     from filemem.owner import Owner
@@ -21,8 +22,8 @@ def _show(record: dict[str, Any]) -> str:
     head = (f"{record['id']}  {iso_ms(record['createdAt'])}  {p['action']} "
             f"{p['track']}/{p['scope']}" + (f" [source:{p['source']}]" if p.get("source") else "")
             + f"  ({who})")
-    body = "\n".join(f"    {line}" for line in str(p["text"]).split("\n"))
-    return f"{head}\n{body}"
+    body = "\n".join(f"    {line}" for line in block(str(p["text"])))
+    return f"{visible(head)}\n{body}"
 
 
 @main.command(name="pending")
@@ -108,9 +109,9 @@ def _status_line(change: Any) -> str:
     entry = change.after or change.before
     if entry is not None:
         text = f"  {one_line(entry.text, 60)}"
-    line = f"  {mark} {label}{text}"
+    line = f"  {mark} {visible(label)}{text}"
     if change.problem:
-        line += f"\n      cannot adopt: {change.problem}"
+        line += f"\n      cannot adopt: {visible(change.problem)}"
     return line
 
 
@@ -166,13 +167,14 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
-                click.echo(owner.diff(c), nl=False, err=True)
+                click.echo(visible(owner.diff(c), keep_newlines=True), nl=False, err=True)
         if bad:
             if as_json:
                 emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
                                      "details": {"problems": [c.to_json() for c in bad]}}})
             for c in bad:
-                click.echo(f"filemem: cannot adopt {c.path}: {c.problem}", err=True)
+                click.echo(f"filemem: cannot adopt {visible(c.path)}: {visible(c.problem or '')}",
+                           err=True)
             sys.exit(1)
         if not _confirm(f"Adopt {len(changes)} change(s)?", yes):
             click.echo("Nothing adopted.", err=True)
@@ -233,8 +235,8 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
         layer = f" {it['track']}/{it['scope']}" if it.get("track") else ""
         version = f" v{it['version']}" if it.get("version") else ""
         who = f" session {it['sessionId']}" if it.get("sessionId") else ""
-        click.echo(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}{version}"
-                   f"{who}\n    {it.get('outcome') or ''}")
+        click.echo(visible(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}"
+                           f"{version}{who}") + f"\n    {visible(it.get('outcome') or '')}")
         if it.get("text"):
             click.echo(f"    {one_line(it['text'], 96)}")
 
@@ -267,9 +269,9 @@ def verify(store_path: str | None, as_json: bool) -> None:
                    f"{len(report.external)} made outside filemem, {report.merges} merges), "
                    f"{report.rows} audit rows, {report.entries} entries at HEAD.")
         for ext in report.external:
-            click.echo(f"  outside filemem: {ext['commit'][:10]} {ext['subject']}")
+            click.echo(f"  outside filemem: {ext['commit'][:10]} {visible(ext['subject'])}")
         for p in report.problems:
-            click.echo(f"  PROBLEM {p['commit'][:10]}: {p['problem']}")
+            click.echo(f"  PROBLEM {p['commit'][:10]}: {visible(p['problem'])}")
         click.echo("OK: HEAD is exactly what the audited history produces." if report.ok
                    else f"{len(report.problems)} problem(s) found.")
     if not report.ok:
@@ -286,15 +288,15 @@ def verify(store_path: str | None, as_json: bool) -> None:
 def watch(store_path: str | None, as_json: bool) -> None:
     """Report hand edits as they happen and commits made with git (HEAD moving), until
     interrupted. With --json, one JSON object per line."""
-    import json
     import signal
     import time
 
     def emit(event: dict[str, Any]) -> None:
         if as_json:
-            click.echo(json.dumps(event, ensure_ascii=False), nl=True)
+            click.echo(json_text(event), nl=True)
             return
         stamp = time.strftime("%H:%M:%S")
+        event = {k: visible(v) if isinstance(v, str) else v for k, v in event.items()}
         kind = event["event"]
         if kind == "head-moved":
             click.echo(f"{stamp} HEAD moved to {event['commit'][:10]}: {event['subject']} "

@@ -22,6 +22,7 @@ from filemem.cli.common import (
     store_option,
     usage_line,
 )
+from filemem.shown import visible
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
     from filemem.owner import Remote, SyncResult
@@ -150,9 +151,11 @@ def describe(result: SyncResult) -> list[str]:
         elif step["kind"] == "merge":
             lines.append(f"Merged {_commits(step['commits'])} from {where} as "
                          f"{step['commit'][:12]} (entries: {_counts(step['entries'])}"
-                         + (f"; files: {', '.join(step['files'])}" if step["files"] else "")
+                         + (f"; files: {visible(', '.join(step['files']))}" if step["files"]
+                            else "")
                          + ").")
-            lines += [f"  conflict: {c['path']}: {c['message']}" for c in step["conflicts"]]
+            lines += [f"  conflict: {visible(c['path'])}: {visible(c['message'])}"
+                      for c in step["conflicts"]]
         elif step["kind"] == "push":
             span = f"{step['from'][:12]}..{step['to'][:12]}" if step["from"] \
                 else f"new branch main at {step['to'][:12]}"

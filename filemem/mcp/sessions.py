@@ -25,6 +25,7 @@ from filemem.approval import ApprovalRequest
 from filemem.location import resolve_store_path
 from filemem.mcp.gates import ElicitationGate
 from filemem.provider import Provider, write_context
+from filemem.shown import visible
 
 log = logging.getLogger("filemem.mcp")
 
@@ -206,8 +207,9 @@ class MemoryService:
     def message(self, request: ApprovalRequest, session: Session) -> str:
         """What the person reads: who asks, then everything that would be written."""
         who = f"agent {session.agent!r}" if session.agent else "your agent"
-        return (f"filemem: {who} wants to change your memory (workspace {session.workspace}, "
-                f"store {resolve_store_path(self.store)}).\n\n{approval.describe(request)}\n\n"
+        where = visible(f"workspace {session.workspace}, store {resolve_store_path(self.store)}")
+        return (f"filemem: {who} wants to change your memory ({where}).\n\n"
+                f"{approval.describe(request)}\n\n"
                 "Approve writes exactly this as one git commit; decline refuses it and "
                 "nothing is written.")
 
