@@ -361,3 +361,11 @@ def test_plain_envelope_keeps_working(store: Path, tmp_path: Path) -> None:
     assert "is a folder" in err
     ok("import", "-", "--yes", store=store, input=json.dumps(reference))
     assert len(entries(store)) == 2
+
+
+def test_export_into_a_missing_folder_says_so(store: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "not-there" / "memory.json"
+    out = run_cli("export", "--out", str(missing), store=store)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "does not exist; create it first" in out.stderr
+    assert not missing.parent.exists()

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
@@ -211,6 +212,10 @@ def write_export(path: str, data: bytes) -> None:
         with open(path, "wb") as f:
             f.write(data)
         return
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise errors.invalid_input(
+            f"export: the folder {os.path.dirname(os.path.abspath(path))} does not exist; "
+            "create it first (nothing was written)")
     atomic.atomic_write(path, data, durable=True, mode=0o600)
 
 
