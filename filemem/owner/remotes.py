@@ -4,7 +4,7 @@ A store's remotes are git's own ``[remote "NAME"]`` sections in its ``.git/confi
 transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch only adds
 objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
 ``main``. A remote reached as a local path is checked first (never a working store) and a
-ref lock that a killed push left there is cleared.
+ref lock or temporary pack that a killed push left there is cleared.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from filemem.store.names import private_files
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
 STALE_REF_LOCK: Final = 5.0  # seconds: a ref lock this old on a local remote is a dead push's
+STALE_TEMP_PACK: Final = 600.0  # seconds unwritten: a temporary pack there is a dead push's
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 Progress = Callable[[bytes], None]
@@ -303,6 +304,7 @@ def _check_local_target(path: str, remote: Remote) -> str:
                         "bare repository as the remote (`git init --bare -b main PATH`) and "
                         "sync both machines with it")
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
+    _clear_temp_packs(str(git_dir), older_than=STALE_TEMP_PACK)
     return str(git_dir)
 
 
@@ -349,17 +351,28 @@ def clear_stale_local(git: GitRepo, remote: Remote) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
-    objects = os.path.join(git.git_dir, "objects")
+    _clear_temp_packs(git.git_dir)
+
+
+def _clear_temp_packs(git_dir: str, older_than: float | None = None) -> None:
+    """Remove dulwich's temporary packs (``tmp*.pack`` with no index, ``tmp_pack_*``) that a
+    killed fetch or push left. Unreferenced, so harmless to git, but each is as big as what
+    that transfer carried. ``older_than``: only those unwritten for that many seconds (a
+    local remote: another machine's push may be writing one right now)."""
+    objects = os.path.join(git_dir, "objects")
     pack_dir = os.path.join(objects, "pack")
+    found: list[str] = []
     with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir(pack_dir):
-            if _DULWICH_TMP_PACK.match(name) and not os.path.exists(
-                    os.path.join(pack_dir, name[:-5] + ".idx")):
-                os.unlink(os.path.join(pack_dir, name))
+        found += [os.path.join(pack_dir, name) for name in os.listdir(pack_dir)
+                  if _DULWICH_TMP_PACK.match(name)
+                  and not os.path.exists(os.path.join(pack_dir, name[:-5] + ".idx"))]
     with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir(objects):
-            if name.startswith("tmp_pack_"):
-                os.unlink(os.path.join(objects, name))
+        found += [os.path.join(objects, name) for name in os.listdir(objects)
+                  if name.startswith("tmp_pack_")]
+    for path in found:
+        with contextlib.suppress(FileNotFoundError):
+            if older_than is None or time.time() - os.stat(path).st_mtime >= older_than:
+                os.unlink(path)
 
 
 __all__ = [

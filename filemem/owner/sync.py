@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ from filemem.rules import budgets
 from filemem.store.auditlog import row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, META_DIR, private_files, read_only
+from filemem.store.pending import holder, holder_alive
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.types import Usage
 
@@ -325,18 +327,22 @@ def _body(plan: Plan, remote: Remote, ours: str, base: str | None, theirs: str,
 def clone(url: str, path: str, progress: Progress | None = None) -> str:
     """Make a new store at ``path`` from a remote's ``main`` (remote ``origin``).
 
-    The clone is built in a temporary folder beside ``path`` and renamed into place, so a
-    killed clone leaves no half store (only a ``.<name>.filemem-clone-*`` folder to delete).
+    The clone is built in a temporary folder beside ``path``,
+    ``.<name>.filemem-clone-<pid>-<start time>-<random>``, and renamed into place, so a
+    killed clone leaves no half store. The folder a killed clone leaves (SIGKILL, power
+    loss: no clean-up ran) is removed by the next clone into that parent folder, once the
+    process named in it is gone (:func:`_clear_dead_builds`).
     """
     root = os.path.abspath(os.path.expanduser(path))
     if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
         raise errors.StoreExists(f"{root} exists and is not empty; choose a new or empty folder")
     parent = os.path.dirname(root)
-    building = os.path.join(parent, f".{os.path.basename(root)}.filemem-clone-{os.getpid()}-"
+    building = os.path.join(parent, f".{os.path.basename(root)}{_BUILDING}{holder()}-"
                                     f"{os.urandom(4).hex()}")
     remote = Remote("origin", normalize_url(url))
     with private_files():  # the parent, .git/config, packs, refs: the owner's only
         os.makedirs(parent, exist_ok=True)
+        _clear_dead_builds(parent)
         try:
             _clone_into(building, remote, progress)
             if os.name == "nt" and os.path.isdir(root):
@@ -346,6 +352,23 @@ def clone(url: str, path: str, progress: Progress | None = None) -> str:
             shutil.rmtree(building, ignore_errors=True)
             raise
     return root
+
+
+_BUILDING: Final = ".filemem-clone-"
+_BUILD_NAME: Final = re.compile(r"\..+\.filemem-clone-(\d+(?:-\d*)?)-[0-9a-f]{8}\Z")
+
+
+def _clear_dead_builds(parent: str) -> None:
+    """Remove the half-built clones that killed ``filemem clone`` runs left in ``parent``:
+    only folders named as :func:`clone` names them, and only once the process named
+    there (pid and start time) is gone; a clone still running is left alone."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            found = _BUILD_NAME.match(name)
+            full = os.path.join(parent, name)
+            if found and not holder_alive(found.group(1)) and os.path.isdir(full) \
+                    and not os.path.islink(full):
+                shutil.rmtree(full, ignore_errors=True)
 
 
 def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
