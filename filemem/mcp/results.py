@@ -115,48 +115,69 @@ class PreviousOut(BaseModel):
     text: str
 
 
+class ToolError(BaseModel):
+    """An error result's ``error``: the protocol code, details, and what to do next."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
+    hint: str | None = None
+
+
+# Every tool result is one object: ``ok`` true with the action's fields, or ``ok`` false
+# with ``error``. The declared output schema admits both (the fields of the one absent are
+# optional), because clients validate an error result's structuredContent too (the
+# TypeScript SDK does, and rejected error results that lacked `entry` and `usage`).
+
+
 class AddResult(BaseModel):
     action: Literal["add"]
     ok: bool
-    entry: EntryOut
-    usage: UsageOut
+    entry: EntryOut | None = None
+    usage: UsageOut | None = None
+    error: ToolError | None = None
 
 
 class ReplaceResult(BaseModel):
     action: Literal["replace"]
     ok: bool
-    entry: EntryOut
-    previous: PreviousOut
-    usage: UsageOut
+    entry: EntryOut | None = None
+    previous: PreviousOut | None = None
+    usage: UsageOut | None = None
+    error: ToolError | None = None
 
 
 class RemoveResult(BaseModel):
     action: Literal["remove"]
     ok: bool
-    entry: EntryOut
-    usage: UsageOut
+    entry: EntryOut | None = None
+    usage: UsageOut | None = None
+    error: ToolError | None = None
 
 
 class ConsolidateResult(BaseModel):
     action: Literal["consolidate"]
     ok: bool
-    entry: EntryOut
-    removed: list[PreviousOut]
-    usage: UsageOut
+    entry: EntryOut | None = None
+    removed: list[PreviousOut] | None = None
+    usage: UsageOut | None = None
+    error: ToolError | None = None
 
 
 class QueryResult(BaseModel):
     action: Literal["query"]
     ok: bool
-    entries: list[EntryOut]
-    total: int
-    truncated: bool
+    entries: list[EntryOut] | None = None
+    total: int | None = None
+    truncated: bool | None = None
+    error: ToolError | None = None
 
 
 class BudgetsResult(BaseModel):
     action: Literal["budgets"]
     ok: bool
-    budgets: list[UsageOut]
+    budgets: list[UsageOut] | None = None
+    error: ToolError | None = None
 
 
 def shape(action: str, result: dict[str, Any]) -> dict[str, Any]:
