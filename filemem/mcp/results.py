@@ -130,54 +130,49 @@ class ToolError(BaseModel):
 # TypeScript SDK does, and rejected error results that lacked `entry` and `usage`).
 
 
-class AddResult(BaseModel):
-    action: Literal["add"]
+class _Result(BaseModel):
+    """What every tool result has: ``ok``, and ``error`` when it is false."""
+
     ok: bool
-    entry: EntryOut | None = None
-    usage: UsageOut | None = None
     error: ToolError | None = None
 
 
-class ReplaceResult(BaseModel):
+class AddResult(_Result):
+    action: Literal["add"]
+    entry: EntryOut | None = None
+    usage: UsageOut | None = None
+
+
+class ReplaceResult(_Result):
     action: Literal["replace"]
-    ok: bool
     entry: EntryOut | None = None
     previous: PreviousOut | None = None
     usage: UsageOut | None = None
-    error: ToolError | None = None
 
 
-class RemoveResult(BaseModel):
+class RemoveResult(_Result):
     action: Literal["remove"]
-    ok: bool
     entry: EntryOut | None = None
     usage: UsageOut | None = None
-    error: ToolError | None = None
 
 
-class ConsolidateResult(BaseModel):
+class ConsolidateResult(_Result):
     action: Literal["consolidate"]
-    ok: bool
     entry: EntryOut | None = None
     removed: list[PreviousOut] | None = None
     usage: UsageOut | None = None
-    error: ToolError | None = None
 
 
-class QueryResult(BaseModel):
+class QueryResult(_Result):
     action: Literal["query"]
-    ok: bool
     entries: list[EntryOut] | None = None
     total: int | None = None
     truncated: bool | None = None
-    error: ToolError | None = None
 
 
-class BudgetsResult(BaseModel):
+class BudgetsResult(_Result):
     action: Literal["budgets"]
-    ok: bool
     budgets: list[UsageOut] | None = None
-    error: ToolError | None = None
 
 
 def shape(action: str, result: dict[str, Any]) -> dict[str, Any]:
