@@ -105,6 +105,13 @@ def die_before_cas(self, old, new, message):
     print(new, flush=True)  # the commit object that was written but never referenced
     os._exit(9)
 
+real_replace = os.replace
+
+def die_renaming_a_pack(src, dst, *args, **kwargs):
+    if os.path.join("objects", "pack") in str(dst):
+        os._exit(9)  # the temp .pack and .idx are written and fsynced, not yet renamed
+    return real_replace(src, dst, *args, **kwargs)
+
 def torn_index(self, timeout=5.0, lock=None):
     with open(self.path + ".lock", "wb") as f:
         f.write(b"DIRC\\0\\0\\0")
@@ -116,6 +123,8 @@ elif point == "worktree-remove":
     filemem.files.worktree.remove = die
 elif point == "before-cas":
     filemem.files.gitrepo.GitRepo.cas_head = die_before_cas
+elif point == "pack-rename":
+    os.replace = die_renaming_a_pack
 elif point == "index-write":
     filemem.files.gitindex.GitIndex.write = torn_index
 else:
@@ -123,6 +132,9 @@ else:
 
 if op == "seed":
     p.seed([{"track": "agent", "scope": "workspace", "text": f"seeded {i}"} for i in range(5)],
+           c)
+elif op == "big-seed":  # more objects than go loose: one pack
+    p.seed([{"track": "agent", "scope": "workspace", "text": f"packed {i}"} for i in range(80)],
            c)
 elif op == "replace":
     p.add({"track": "user", "scope": "user-global", "text": "other"}, c)
@@ -296,6 +308,23 @@ def test_kill_while_writing_the_index(planted: Planted, store_path: Path) -> Non
     p = assert_repaired(store_path, planted)
     assert "added entry" in [e["text"] for e in p.list_entries()]
     p.close()
+
+
+def test_a_pack_half_made_by_a_killed_write_is_removed_by_the_next(planted: Planted,
+                                                                  store_path: Path) -> None:
+    """A write killed while making a pack leaves its temp .pack and .idx (as big as the
+    write) in .git/objects/pack; the next write, under the store lock, removes them."""
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    run_targeted(store_path, "pack-rename", "big-seed")
+    pack_dir = store_path / ".git" / "objects" / "pack"
+    left = sorted(p.name for p in pack_dir.glob("tmp_pack-*"))
+    assert len(left) == 2 and left[0].endswith(".tmp"), left
+    assert git(store_path, "rev-parse", "HEAD").strip() == before
+    p = filemem.open_store(store_path, write_policy="auto")
+    p.add({**UG, "text": "the next write"}, ctx())
+    p.close()
+    assert list(pack_dir.glob("tmp_pack-*")) == []
+    git(store_path, "fsck", "--strict")
 
 
 @pytest.mark.parametrize("op", ["add", "seed", "remove"])

@@ -291,3 +291,20 @@ def test_a_dead_pushs_temporary_packs_are_removed_from_a_local_remote_once_old(
     sync_cli(a_path)
     assert temp_files(remote) == ["objects/pack/tmpwxyz9876.pack"]  # maybe being written
     git(remote, "fsck", "--strict")
+
+
+def test_a_sync_removes_the_half_made_pack_a_killed_sync_left(
+        two_machines: tuple[Path, Path, Path]) -> None:
+    """A sync killed while writing its merge's pack leaves the temp .pack and .idx in
+    .git/objects/pack (no journal yet, so opening the store does not see them); the next
+    sync removes them, even when it has nothing to merge."""
+    _remote, a_path, _b_path = two_machines
+    pack_dir = a_path / ".git" / "objects" / "pack"
+    left = [pack_dir / f"tmp_pack-{'ab' * 20}.pack.4242.0.tmp",
+            pack_dir / f"tmp_pack-{'ab' * 20}.idx.4242.1.tmp"]
+    for path in left:
+        path.write_bytes(b"PACK half of it")
+    sync_cli(a_path)
+    assert [p for p in left if p.exists()] == []
+    assert temp_files(a_path / ".git") == []
+    git(a_path, "fsck", "--strict")

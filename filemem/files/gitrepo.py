@@ -528,6 +528,16 @@ class GitRepo:
         modes.private_packs(self.git_dir)  # dulwich writes its packs 0444
         return packs
 
+    def clear_temp_packs(self) -> None:
+        """Remove what a write killed while making a pack left: ``tmp_pack-<sha>.pack.<pid>.
+        <n>.tmp`` and its ``.idx`` (call it holding the store lock, under which they are made)."""
+        folder = os.path.join(self.git_dir, "objects", "pack")
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(folder):
+                if name.startswith("tmp_pack-") and name.endswith(atomic.TMP_SUFFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(folder, name))
+
     def clear_stale_locks(self) -> list[str]:
         """Remove lock and temp files a killed filemem write left in .git (store lock held)."""
         removed = []

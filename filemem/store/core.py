@@ -418,6 +418,7 @@ class Store:
         with self.locked(), private_files(), self.disk_full_is_reported():
             if self.journal.exists():
                 self._recover()
+            self.git.clear_temp_packs()  # a killed write's half-made pack
             yield Transaction(self, self.checked() if validate else self.state())
 
     @contextlib.contextmanager
