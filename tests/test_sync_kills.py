@@ -22,6 +22,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -308,3 +309,49 @@ def test_a_sync_removes_the_half_made_pack_a_killed_sync_left(
     assert [p for p in left if p.exists()] == []
     assert temp_files(a_path / ".git") == []
     git(a_path, "fsck", "--strict")
+
+
+INDEX_KILL = """
+import os, sys
+import dulwich.object_store
+import filemem
+from filemem.owner import sync
+
+def die(*args, **kwargs):  # the pack is in place, its index's lock taken: killed there
+    os._exit(9)
+
+dulwich.object_store.write_pack_index = die
+with filemem.open_store(sys.argv[1]) as p:
+    sync.sync(p.store)
+sys.exit("the sync wrote no pack")
+"""
+
+
+@pytest.mark.parametrize("side", ["fetch", "push"])
+def test_a_sync_killed_writing_a_pack_index_does_not_block_the_next(
+        side: str, two_machines: tuple[Path, Path, Path]) -> None:
+    """A fetch or push killed while dulwich writes the pack's index leaves
+    ``pack-<sha>.idx.lock`` (in the store, or in the local remote); the next transfer of the
+    same objects failed on it: a traceback for a fetch, REMOTE_BUSY after 5 rounds for a
+    push. The next sync clears a lock that old and finishes."""
+    remote, a_path, b_path = two_machines
+    written = write(a_path, "new")
+    if side == "fetch":
+        sync_cli(a_path)  # on the remote: B's sync fetches it
+        target, git_dir = b_path, b_path / ".git"
+    else:
+        target, git_dir = a_path, remote  # A's sync pushes it into the remote
+    out = subprocess.run([sys.executable, "-c", INDEX_KILL, str(target)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 9, out.stderr
+    locks = list((git_dir / "objects" / "pack").glob("pack-*.idx.lock"))
+    assert len(locks) == 1, locks
+    then = time.time() - 60  # left by a sync killed a minute ago
+    os.utime(locks[0], (then, then))
+    sync_cli(target)
+    assert not locks[0].exists()
+    sync_cli(b_path)
+    assert head(a_path) == head(b_path) == head(remote, "main")
+    assert set(written) <= set(texts(b_path))
+    for path in (a_path, b_path, remote):
+        git(path, "fsck", "--strict")

@@ -304,14 +304,15 @@ def _check_local_target(path: str, remote: Remote) -> str:
                         "bare repository as the remote (`git init --bare -b main PATH`) and "
                         "sync both machines with it")
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
+    _clear_stale_pack_locks(str(git_dir), remote)
     _clear_temp_packs(str(git_dir), older_than=STALE_TEMP_PACK)
     return str(git_dir)
 
 
 def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
-    """git and dulwich move a ref by writing ``<ref>.lock`` and renaming it, which takes
-    milliseconds; a lock still there after a few seconds is what a killed push left, and
-    it would block every later push. Wait that long, then remove it."""
+    """git and dulwich move a ref (or write a pack's index) by writing ``<file>.lock`` and
+    renaming it, which takes milliseconds; a lock still there after a few seconds is what a
+    killed push left, and it would block every later push. Wait that long, then remove it."""
     deadline = time.monotonic() + STALE_REF_LOCK
     while os.path.exists(lock):
         try:
@@ -326,6 +327,17 @@ def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
             raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
                                            "is running; sync again in a moment")
         time.sleep(0.1)
+
+
+def _clear_stale_pack_locks(git_dir: str, remote: Remote) -> None:
+    """dulwich writes a fetched or pushed pack's index through ``pack-<sha>.idx.lock``; a
+    killed fetch or push leaves that lock, and the next transfer of the same objects fails
+    on it (FileLocked: every push would look like a lost race). Cleared like a ref lock."""
+    folder = os.path.join(git_dir, "objects", "pack")
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(folder):
+            if name.startswith("pack-") and name.endswith(".lock"):
+                _clear_stale_ref_lock(os.path.join(folder, name), remote)
 
 
 def _point_head_at_branch(path: str) -> None:
@@ -346,11 +358,13 @@ _DULWICH_TMP_PACK: Final = re.compile(r"tmp[a-z0-9_]{8}\.pack\Z")
 
 def clear_stale_local(git: GitRepo, remote: Remote) -> None:
     """What a killed fetch left in the store's .git (call it holding the sync lock, so no
-    sync is running): dulwich's temporary pack files and the remote-tracking ref's lock. Neither
-    harms the store; the lock would only stop the tracking ref from moving."""
+    sync is running): dulwich's temporary pack files, a pack index's lock and the
+    remote-tracking ref's lock. None harms the store; the locks would only stop the tracking
+    ref from moving and the same pack from being fetched again."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
+    _clear_stale_pack_locks(git.git_dir, remote)
     _clear_temp_packs(git.git_dir)
 
 
