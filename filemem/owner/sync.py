@@ -29,7 +29,8 @@ remote-tracking ref), the local branch moves by compare-and-swap with the store'
 (the next open repairs the working tree), and the remote's branch moves by
 compare-and-swap too. Running ``filemem sync`` again finishes the job. Syncs of one store
 run one at a time (``.filemem/sync.lock``); agent writes are blocked only while the merge
-commit is written, never during the fetch or the push.
+commit is written, never during the fetch or the push. A sync is refused while a git merge,
+rebase, ... is unfinished in the store (:mod:`filemem.files.gitstate`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
          attempts: int = SYNC_ATTEMPTS) -> SyncResult:
     """Fetch, integrate (fast-forward or merge), push; see the module docstring."""
     remote = pick_remote(store.git, name)
+    store.refuse_unfinished_git()  # a `git pull` that stopped on a conflict, a rebase, ...
     with _sync_lock(store), private_files():  # fetched packs and refs, merge files
         clear_stale_local(store.git, remote)
         # a store whose remote was added before filemem set up git's tracking: set it now
