@@ -21,6 +21,7 @@ from filemem.config import Config
 from filemem.errors import (
     CODES,
     FilememError,
+    GitOperationInProgress,
     ProtocolError,
     StoreBusy,
     StoreExists,
@@ -103,6 +104,7 @@ __all__ = [
     "Entry",
     "FilememError",
     "Gate",
+    "GitOperationInProgress",
     "Owner",
     "ProtocolError",
     "Provider",

@@ -8,6 +8,8 @@
     │                         (STORE_BUSY)
     ├── StoreFull             the disk (or quota) holding the store is full (STORE_FULL)
     ├── StoreReadOnly         a write to a store this process cannot write (STORE_READ_ONLY)
+    ├── GitOperationInProgress  a git merge, rebase, cherry-pick, revert, am or bisect is
+    │                         unfinished in the store (GIT_OPERATION_IN_PROGRESS)
     └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
@@ -55,6 +57,7 @@ STORE_EXISTS = "STORE_EXISTS"
 STORE_BUSY = "STORE_BUSY"
 STORE_FULL = "STORE_FULL"
 STORE_READ_ONLY = "STORE_READ_ONLY"
+GIT_OPERATION_IN_PROGRESS = "GIT_OPERATION_IN_PROGRESS"
 
 
 class FilememError(Exception):
@@ -121,6 +124,19 @@ class StoreReadOnly(FilememError, PermissionError):
             self, STORE_READ_ONLY,
             f"the store at {root} is read-only ({detail}); reads work, but nothing can be "
             "written to it; nothing was written", {"path": root})
+
+
+class GitOperationInProgress(FilememError):
+    """A write (or sync) refused because a git command stopped half way in the store (a
+    ``git merge`` or ``git pull`` with conflicts, a rebase, cherry-pick, revert, ``git am``,
+    a bisect) and waits for the person to finish or abort it: filemem never commits on top
+    of it. The message names the operation and the ways out; ``details``: ``path`` (the
+    store), ``operation`` (merge, rebase, cherry-pick, revert, am, bisect), ``marker`` (what
+    in ``.git`` shows it) and ``conflicts`` (the files git left unmerged). Reads still work;
+    nothing was written."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        FilememError.__init__(self, GIT_OPERATION_IN_PROGRESS, message, details)
 
 
 class SyncError(FilememError):

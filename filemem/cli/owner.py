@@ -115,15 +115,43 @@ def _status_line(change: Any) -> str:
     return line
 
 
+def _git_operation_lines(found: Any) -> list[str]:
+    """A git merge, rebase, ... unfinished in the store, in memory terms."""
+    op = found.op
+    lines = [f"A {op.label} is in progress in this store ({op.marker}): agents still read the "
+             "memory as last committed, but no memory can be written (by agents, `filemem "
+             "add` and the other writes, adopt, discard, approve, sync) until it is finished "
+             "or undone."]
+    for path in found.conflicts:
+        entry = found.entries.get(path)
+        if entry is not None:
+            lines.append(f"  entry {entry.id[:8]} ({entry.track}/{entry.scope}, "
+                         f"\"{one_line(entry.text, 40)}\") has conflict markers: {visible(path)}")
+        elif path == "filemem.yaml":
+            lines.append("  the store's settings, filemem.yaml, have conflict markers")
+        else:
+            lines.append(f"  {visible(path)} has conflict markers")
+    lines.append(f"{op.ways_out[0].upper()}{op.ways_out[1:]}.")
+    return lines
+
+
 @main.command()
 @store_option
 @json_option
 @command
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
-    added and deleted entries, and why a file could not be adopted."""
+    added and deleted entries, and why a file could not be adopted. Also says when a git
+    merge, rebase, cherry-pick, revert, `git am` or bisect is unfinished in the store (on
+    stderr with --json), and how to finish or undo it."""
     with open_owner(store_path) as owner:
+        found = owner.git_operation()
         changes = owner.status()
+    if found is not None:
+        for line in _git_operation_lines(found):
+            click.echo(line, err=as_json)
+        if not as_json:
+            click.echo()
     if as_json:
         emit_json([c.to_json() for c in changes])
         return
@@ -133,6 +161,10 @@ def status(store_path: str | None, as_json: bool) -> None:
     click.echo("Changes agents do not see yet (M edited, A added, D deleted):")
     for c in changes:
         click.echo(_status_line(c))
+    if found is not None:
+        click.echo(f"\n`filemem adopt` and `filemem discard` wait until the {found.op.label} "
+                   "is finished or undone (see above).")
+        return
     click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
                "`filemem discard [PATH...]` puts files back as committed.")
 
@@ -163,6 +195,7 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     import sys
 
     with open_owner(store_path) as owner:
+        owner.refuse_unfinished_git()  # a git merge's files are not hand edits
         changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
         bad = [c for c in changes if c.problem]
         for c in changes:
@@ -198,6 +231,7 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
     import sys
 
     with open_owner(store_path) as owner:
+        owner.refuse_unfinished_git()  # putting a conflicted file back would resolve it
         changes = owner.changes(paths or None)
         if not as_json:
             for c in changes:

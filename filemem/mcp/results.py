@@ -39,6 +39,11 @@ _HINTS: Final = {
                        "the user; do not retry until they have freed space.",
     errors.STORE_READ_ONLY: "The memory store is read-only here: reads work, writes cannot. "
                             "Tell the user; do not retry.",
+    errors.GIT_OPERATION_IN_PROGRESS: "The user's memory store is in the middle of a git "
+                                      "merge, rebase or similar (see the message), so no "
+                                      "memory can be written until they finish or abort it; "
+                                      "nothing was written. Reading still works. Tell the "
+                                      "user; do not retry until they have.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",

@@ -61,6 +61,10 @@ class Core:
     config: Callable[[State], Config]
 
     def checked(self) -> State:
+        """The validated state a write starts from; refused first (before the budget
+        pre-check, before anyone is asked) while a git merge, rebase, ... is unfinished in
+        the store."""
+        self.store.refuse_unfinished_git()
         return self.store.checked()
 
     def protocol(self, e: Entry) -> ProtocolEntry:

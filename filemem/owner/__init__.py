@@ -58,6 +58,7 @@ def _approve(provider: Provider, pending_id: str) -> dict[str, Any]:
     changed since it was staged, the budget filled up) it stays pending and the error is
     raised; `filemem reject` drops it.
     """
+    provider.store.refuse_unfinished_git()  # before the claim: it stays pending as it is
     store = provider.store.pending
     record = store.claim(pending_id)
     try:
@@ -72,6 +73,7 @@ def _approve(provider: Provider, pending_id: str) -> dict[str, Any]:
 def _reject(provider: Provider, pending_id: str, reason: str | None = None) -> Record:
     """Drop a pending write; leaves an ``<action>-denied`` audit row saying the owner
     rejected it."""
+    provider.store.refuse_unfinished_git()  # its denied row would be a commit
     store = provider.store.pending
     record = store.claim(pending_id)
     payload = record["payload"]
@@ -132,6 +134,16 @@ class Owner:
     def status(self, *, budget_check: bool = True) -> list[Change]:
         """Uncommitted changes in the working tree, each with why it cannot be adopted."""
         return handedits.status(self._store, budget_check=budget_check)
+
+    def git_operation(self) -> handedits.InProgress | None:
+        """The git merge, rebase, cherry-pick, revert, ``git am`` or bisect unfinished in
+        the store (writes are refused until it is finished or aborted), or None."""
+        return handedits.in_progress(self._store)
+
+    def refuse_unfinished_git(self) -> None:
+        """GitOperationInProgress if :meth:`git_operation` finds one: adopt, discard,
+        approve, reject and sync refuse to run then (they check it themselves too)."""
+        self._store.refuse_unfinished_git()
 
     def changes(self, paths: Iterable[str] | None = None, *,
                 budget_check: bool = True) -> list[Change]:

@@ -6,6 +6,10 @@ change until the owner adopts it: :func:`status` lists edited, added and deleted
 :func:`adopt` validates the chosen changes, fills in what a hand-written file leaves out
 (id, front-matter, version, timestamps), checks budgets and commits them as one commit with
 ``edit`` audit rows; :func:`discard` puts files back as they are at HEAD.
+
+While a git merge, rebase, ... is unfinished in the store (:func:`in_progress`), its files
+are git's work, not hand edits: status says so (a conflicted file has conflict markers, not
+"invalid YAML"), and adopt and discard are refused until it is finished or aborted.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from typing import Any, Final
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import Config
-from filemem.files import codec, worktree
+from filemem.files import codec, gitstate, worktree
 from filemem.files.codec import CodecError
-from filemem.files.gitindex import hash_blob
+from filemem.files.gitindex import GitIndex, hash_blob
+from filemem.files.gitstate import Unfinished
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     SHARED_DIR,
@@ -58,6 +63,7 @@ class Change:
     problem: str | None = None  # why it cannot be adopted
     data: bytes | None = field(default=None, repr=False)  # the working-tree bytes
     target: str | None = None  # where the adopted entry's file goes (added: may differ)
+    conflict: bool = False  # git left it unmerged, or it holds conflict markers
 
     @property
     def is_entry(self) -> bool:
@@ -76,7 +82,58 @@ class Change:
             out["entry"] = self.after.to_protocol()
         if self.target is not None and self.target != self.path:
             out["moveTo"] = self.target
+        if self.conflict:
+            out["conflict"] = True
         return out
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """A git operation unfinished in the store, as ``filemem status`` tells it: ``op``
+    (which, what shows it, the ways out), ``conflicts`` (the files git left unmerged) and
+    ``entries`` (the entry at HEAD of each conflicted entry file)."""
+
+    op: Unfinished
+    conflicts: list[str]
+    entries: dict[str, Entry]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operation": self.op.kind, "marker": self.op.marker,
+                "conflicts": [{"path": p, **({"id": self.entries[p].id}
+                                             if p in self.entries else {})}
+                              for p in self.conflicts],
+                "waysOut": self.op.ways_out}
+
+
+def in_progress(store: Store) -> InProgress | None:
+    """The git merge, rebase, ... unfinished in the store, or None."""
+    op = gitstate.unfinished(store.git.git_dir)
+    if op is None:
+        return None
+    state = store.state()
+    by_path = {p: state.entries[i] for i, p in state.paths.items()}
+    unmerged = store.index().unmerged()
+    return InProgress(op, unmerged, {p: by_path[p] for p in unmerged if p in by_path})
+
+
+def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None:
+    """Say what git, not a person, left in the working tree: a file with conflicts (git
+    left it unmerged, or conflict markers are in it), and during an unfinished merge,
+    rebase, ... the other files it changed, which its `git commit` takes in."""
+    op = gitstate.unfinished(store.git.git_dir)
+    unmerged = set(index.unmerged())
+    for c in changes:
+        if c.path in unmerged or (c.data is not None and gitstate.has_conflict_markers(c.data)):
+            c.conflict = True
+            c.problem = (f"it has git conflict markers (<<<<<<< ... >>>>>>>) from the "
+                         f"unfinished {op.label}: resolve them and finish the {op.label} "
+                         "with git, not with adopt"
+                         if op is not None else
+                         "it has git conflict markers (<<<<<<< ... >>>>>>>): keep the text "
+                         "you want, delete those lines, then adopt it")
+        elif op is not None:
+            c.problem = (f"part of the unfinished {op.label}, which commits it when it "
+                         "is finished")
 
 
 def _working_files(store: Store) -> set[str]:
@@ -245,6 +302,7 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         changes.append(Change(path, kind, problem=problem, data=data))
     if budget_check:
         _check_budgets(state, state.config or Config(), changes)
+    _mark_git_work(store, index, changes)
     return changes
 
 
@@ -311,7 +369,9 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
 
 
 def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
-    """Commit the chosen hand edits as one commit with ``edit`` audit rows."""
+    """Commit the chosen hand edits as one commit with ``edit`` audit rows (refused while
+    a git merge, rebase, ... is unfinished: its files are git's work in progress)."""
+    store.refuse_unfinished_git()
     def attempt(txn: Transaction) -> list[Change]:
         changes = select(status(store, budget_check=False), store.root, paths)
         _check_budgets(txn.state, txn.state.config or Config(), changes)
@@ -386,7 +446,10 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
 
 
 def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
-    """Put the chosen files back as they are at HEAD (a file added by hand is deleted)."""
+    """Put the chosen files back as they are at HEAD (a file added by hand is deleted).
+    Refused while a git merge, rebase, ... is unfinished: putting a conflicted file back
+    would quietly resolve git's conflict (`git merge --abort` is the way to undo one)."""
+    store.refuse_unfinished_git()
     with store.locked(), private_files():
         changes = select(status(store), store.root, paths)
         state = store.state()
@@ -418,4 +481,5 @@ def sizes(change: Change) -> tuple[int, int]:
     return before, after
 
 
-__all__ = ["Change", "adopt", "check_budgets", "discard", "select", "sizes", "status"]
+__all__ = ["Change", "InProgress", "adopt", "check_budgets", "discard", "in_progress",
+           "select", "sizes", "status"]

@@ -30,7 +30,7 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, worktree
+from filemem.files import atomic, codec, gitstate, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -466,17 +466,20 @@ class Store:
     def record(self, rows: list[AuditRow], *, subject: str, body: str) -> None:
         """An audit-only commit (a denied, refused or staged write): no entry changes. It is
         never dropped: if it cannot be committed (the branch keeps moving, a lock stays
-        taken), the rows go to the read-side ledger instead, where ``auditList`` shows them
-        just the same."""
+        taken, a git merge began meanwhile), the rows go to the read-side ledger instead,
+        where ``auditList`` shows them just the same."""
         def commit(txn: Transaction) -> None:
             txn.commit(rows=rows, subject=subject, body=body)
 
-        def in_ledger(why: errors.StoreBusy) -> None:
+        def in_ledger(why: errors.FilememError) -> None:
             log.warning("filemem: %r is recorded in the ledger, not committed: %s", subject,
                         why.message)
             self.append_ledger(rows)
 
-        self.retrying(commit, exhausted=in_ledger)
+        try:
+            self.retrying(commit, exhausted=in_ledger)
+        except errors.GitOperationInProgress as exc:  # a git merge began while asking
+            in_ledger(exc)
 
     def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
         """Refuse, before anything is written, a write the working tree cannot take: a
@@ -497,6 +500,11 @@ class Store:
                     "store's index; wait for it to finish, or delete the file if no git "
                     "command is running; nothing was written")
             time.sleep(0.02)
+
+    def refuse_unfinished_git(self) -> None:
+        """GitOperationInProgress while a git merge, rebase, ... is unfinished in the store
+        (:mod:`filemem.files.gitstate`): asked before any write is approved."""
+        gitstate.refuse_if_unfinished(self.root)
 
     def precheck(self, state: State, targets: list[Entry],
                   new_layers: list[tuple[str, str, str, str]]) -> None:
