@@ -19,14 +19,8 @@ from pydantic import AnyUrl
 
 from filemem import __version__
 from filemem.mcp.sessions import MemoryService, service_of
-from filemem.mcp.tools import (
-    BUDGETS_DOC,
-    QUERY_DOC,
-    WRITE_TOOLS,
-    memory_budgets,
-    memory_query,
-    tool_function,
-)
+from filemem.mcp.tools import WRITE_TOOLS, memory_budgets, memory_query, tool_function
+from filemem.toolspec import BUDGETS_DOC, QUERY_DOC
 
 SERVER_NAME: Final = "filemem"
 SNAPSHOT_URI: Final = "filemem://snapshot"
