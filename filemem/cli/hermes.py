@@ -37,9 +37,9 @@ def connect_hermes(agent: str, store_path: str | None) -> None:
     $HERMES_HOME/config.yaml; comments and everything else in that file are kept).
 
     Each Hermes session then starts with this store's frozen snapshot in its system prompt
-    and has filemem's memory_* tools; their writes, and those of Hermes' own memory tool,
-    wait for you as pending approvals (`filemem pending`). Running it again changes
-    nothing; `filemem disconnect hermes` undoes it.
+    and has filemem's memory_* tools; under your write policy's default `ask` their writes,
+    and those of Hermes' own memory tool, wait for you as pending approvals (`filemem
+    pending`). Running it again changes nothing; `filemem disconnect hermes` undoes it.
     """
     import filemem
     from filemem.owner import hermes

@@ -148,9 +148,10 @@ def read_settings(plugin_dir: str) -> dict[str, Any] | None:
     return settings if isinstance(settings, dict) and settings.get("by") == MARK else None
 
 
-def _settings(target: Target, previous: Previous) -> bytes:
+def _settings(target: Target, previous: Previous, made_plugins: bool) -> bytes:
     doc = {"by": MARK, "python": target.python, "store": target.store,
-           "agent": target.agent, "previous": previous.to_json()}
+           "agent": target.agent, "previous": previous.to_json(),
+           "madePluginsFolder": made_plugins}
     return (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
@@ -247,8 +248,10 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
     previous = kept if kept is not None and connected else _previous(cfg)
     if connected and kept is None:  # selected by hand before: disconnect leaves no provider
         previous = Previous(cfg.exists, True, False)
+    plugins = os.path.join(target.home, "plugins")
+    made = bool(settings.get("madePluginsFolder")) if settings else not os.path.isdir(plugins)
     # filemem.json first: a folder holding it is filemem's, even after a connect that stopped
-    files = [(os.path.join(target.plugin_dir, SETTINGS), _settings(target, previous)),
+    files = [(os.path.join(target.plugin_dir, SETTINGS), _settings(target, previous, made)),
              (os.path.join(target.plugin_dir, "__init__.py"), plugin_source()),
              (os.path.join(target.plugin_dir, "plugin.yaml"), MANIFEST.encode("utf-8"))]
     steps: list[Step] = []
@@ -267,7 +270,7 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
                           yamlconfig.file_mode(target.config)))
         changes.append(Change(target.config, "updated" if cfg.exists else "created",
                               f"memory.provider: {PLUGIN} (was: {previous.describe()})"))
-    apply(steps, [os.path.join(target.home, "plugins"), target.plugin_dir], write)
+    apply(steps, [plugins, target.plugin_dir], write)
     return changes
 
 
@@ -319,6 +322,8 @@ def disconnect(home: str, write: Writer = _write) -> list[Change]:
         _remove_cache(os.path.join(plugin_dir, "__pycache__"))
         with contextlib.suppress(OSError):  # something the person put there: it stays
             os.rmdir(plugin_dir)
+            if settings.get("madePluginsFolder"):  # and `plugins/` if connect made it
+                os.rmdir(os.path.dirname(plugin_dir))
     return changes
 
 

@@ -176,11 +176,13 @@ def _token_end(line: str, start: int) -> int | None:
 
 @dataclass(frozen=True)
 class Spot:
-    """Where ``key: value`` of a block mapping is: the line, the key's column, and the
-    value's characters ``[start, end)`` on that line (``start == end``: no value)."""
+    """Where ``key: value`` of a block mapping is: the line, the key's column, the index
+    just after its colon, and the value's characters ``[start, end)`` on that line
+    (``start == end == colon``: no value)."""
 
     line: int
     column: int
+    colon: int
     start: int
     end: int
 
@@ -216,8 +218,8 @@ def _spot(f: YamlFile, section: str, key: str) -> Spot | None:
     if end is None:
         return None
     if start == end or line[start:start + 1] == "#":  # nothing (or only a comment) after ':'
-        return Spot(line_no, col, i + 1, i + 1)
-    return Spot(line_no, col, start, end)
+        return Spot(line_no, col, i + 1, i + 1, i + 1)
+    return Spot(line_no, col, i + 1, start, end)
 
 
 def token(f: YamlFile, section: str, key: str) -> str | None:
@@ -292,8 +294,11 @@ def set_value(f: YamlFile, section: str, key: str, value: Any, written: str) -> 
     spot = _spot(f, section, key)
     if spot is not None:
         line = lines[spot.line]
-        gap = " " if spot.start == spot.end else ""
-        lines[spot.line] = line[:spot.start] + gap + written + line[spot.end:]
+        if not written:  # no value: nothing after the colon, as `key:` is written
+            lines[spot.line] = line[:spot.colon] + line[spot.end:]
+        else:
+            gap = " " if spot.start == spot.colon else ""
+            lines[spot.line] = line[:spot.start] + gap + written + line[spot.end:]
         candidate = "\n".join(lines)
     elif isinstance(sec, dict) and sec and not f.doc[section].fa.flow_style():
         first_line, col = f.doc[section].lc.key(next(iter(f.doc[section])))
