@@ -437,6 +437,13 @@ def test_hermes_finds_loads_and_uses_the_plugin(home: Path, store: Path, tmp_pat
     with filemem.open_store(store) as p:
         texts = [e["text"] for e in p.list_entries()]
     assert "Repo uses uv 0.9, not pip" in texts and "Repo uses uv, not pip" not in texts
+    # a Python that writes bytecode caches leaves one in the plugin: disconnect removes it too
+    plugin = home / "plugins" / "filemem"
+    subprocess.run([str(hermes_agent().python), "-m", "compileall", "-q", str(plugin)],
+                   check=True)
+    assert list((plugin / "__pycache__").glob("*.pyc"))
+    assert cli(home, "disconnect", "hermes").returncode == 0
+    assert not (home / "plugins").exists()
 
 
 def test_a_whole_hermes_session(home: Path, store: Path, tmp_path: Path) -> None:
@@ -495,8 +502,6 @@ def test_a_whole_hermes_session(home: Path, store: Path, tmp_path: Path) -> None
     with filemem.open_store(store) as p:
         assert {e["text"] for e in p.list_entries()} == {"Prefers concise answers",
                                                           "Uses fish as the shell"}
-    # Hermes ran the plugin (and left its bytecode cache): disconnect still removes it all
-    assert (home / "plugins" / "filemem" / "__pycache__").is_dir()
     assert cli(home, "disconnect", "hermes").returncode == 0
     assert not (home / "plugins").exists()
     assert _yaml((home / "config.yaml").read_text())["memory"]["provider"] == ""
