@@ -183,7 +183,7 @@ def test_disconnect_leaves_a_provider_chosen_since(home: Path, store: Path) -> N
 
 BAD = {
     "syntax error": ("memory:\n  provider: ''\n  bad: [1, 2\nother: 1\n", 4),
-    "a key twice": ("memory:\n  provider: ''\n  provider: mem0\n", 3),
+    "a key twice": ("delegation:\n  api_key: sk-one\n  api_key: sk-two\n", 3),
     "memory is a list": ("memory:\n- provider\n", None),
     "top level is a list": ("- memory\n", 1),
     "not UTF-8": ("model: '\udcff'\n", 1),
@@ -202,6 +202,7 @@ def test_invalid_config_is_never_written(home: Path, store: Path, text: str,
     if line is not None:
         assert f"line {line}" in out.stderr
     assert "it was not changed (nor was anything else)" in out.stderr
+    assert "sk-" not in out.stderr  # a value (a secret, maybe) is never shown
     assert path.read_bytes() == raw
     assert not (home / "plugins").exists()
 

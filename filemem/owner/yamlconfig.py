@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,6 +74,11 @@ def _parse(text: str, path: str, *, rt: bool) -> Any:
     except YAMLError as exc:
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [repr(exc)])[0]
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = re.sub(r" with value .*", "", str(problem))  # a duplicate key's values
+        # may be secrets (an api_key twice): the key's name and line say enough
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None and start is not mark:
+            problem = f"{problem}, {context} on line {start.line + 1}"
         raise invalid(path, f"not valid YAML ({problem})",
                       mark.line + 1 if mark is not None else None) from None
     except Exception as exc:  # ruamel raises a few other types on odd input
