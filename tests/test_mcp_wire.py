@@ -75,7 +75,8 @@ def test_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
     assert answers[3]["result"]["structuredContent"]["total"] == 0
     assert answers[4]["result"]["structuredContent"]["error"]["code"] == "ENTRY_NOT_FOUND"
     assert answers[5]["result"]["isError"] or "error" in answers[5]
-    assert answers[9]["result"]["contents"][0]["text"] == ""  # nothing visible yet
+    # nothing visible yet: the snapshot says so in words (the protocol's own face is '')
+    assert "no memories yet" in answers[9]["result"]["contents"][0]["text"]
     with filemem.open_store(store) as p:
         assert p.list_entries() == [] and len(p.store.pending.list()) == 1
 

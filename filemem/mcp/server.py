@@ -74,7 +74,8 @@ async def snapshot_text(ctx: Context[Any, Any]) -> str:
     records the audit row; every later read returns the same text."""
     memory = service_of(ctx)
     session = await memory.session_now(ctx)
-    return await anyio.to_thread.run_sync(lambda: memory.provider().snapshot(session.protocol()))
+    return await anyio.to_thread.run_sync(
+        lambda: memory.provider().snapshot(session.protocol(), say_empty=True))
 
 
 async def memory_snapshot(ctx: Context[Any, Any]) -> str:
