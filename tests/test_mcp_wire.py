@@ -74,7 +74,9 @@ def test_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         staged["structuredContent"]["error"]["message"]
     assert answers[3]["result"]["structuredContent"]["total"] == 0
     assert answers[4]["result"]["structuredContent"]["error"]["code"] == "ENTRY_NOT_FOUND"
-    assert answers[5]["result"]["isError"] or "error" in answers[5]
+    # an unknown tool is invalid params (-32602), naming the tools there are
+    assert answers[5]["error"]["code"] == -32602
+    assert "memory_add" in answers[5]["error"]["message"]
     # nothing visible yet: the snapshot says so in words (the protocol's own face is '')
     assert "no memories yet" in answers[9]["result"]["contents"][0]["text"]
     with filemem.open_store(store) as p:

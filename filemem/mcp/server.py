@@ -11,13 +11,24 @@ from typing import Any, Final
 
 import anyio
 import anyio.to_thread
+from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import InputRequiredResult, Resource, ToolAnnotations
-from pydantic import AnyUrl
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    Resource,
+    ToolAnnotations,
+)
+from pydantic import AnyUrl, ValidationError
 
-from filemem import __version__
+from filemem import __version__, errors
+from filemem.mcp.arguments import problems
+from filemem.mcp.results import error_result, request_error
 from filemem.mcp.sessions import MemoryService, service_of
 from filemem.mcp.tools import (
     BUDGETS_DOC,
@@ -40,16 +51,47 @@ INSTRUCTIONS: Final = (
 
 
 class FilememServer(MCPServer[Any]):
-    """MCPServer with the session-aware snapshot resource.
+    """MCPServer with the session-aware snapshot resource, and errors a client and a model
+    can act on.
 
     A static resource function gets no request context, but the snapshot depends on the
     session (its id, and its workspace from the client's roots), so ``read_resource`` is
-    overridden for that one URI."""
+    overridden for that one URI. Arguments that do not fit a tool's input schema answer an
+    ``INVALID_INPUT`` tool error naming the argument and what it takes (the SDK's own answer
+    is pydantic's text, with no structured result); an unknown tool or prompt is a JSON-RPC
+    invalid-params error (-32602), as the MCP specification says; and a snapshot that cannot
+    be read (a damaged store) is a JSON-RPC error carrying the protocol code and the hint,
+    never a traceback on stderr."""
 
     def __init__(self, memory: MemoryService) -> None:
         super().__init__(SERVER_NAME, title="filemem memory", version=__version__,
                          instructions=INSTRUCTIONS, log_level="WARNING")
         self.memory = memory
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None
+                        ) -> CallToolResult | InputRequiredResult:
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}; filemem's tools are "
+                           f"{', '.join(t.name for t in self._tool_manager.list_tools())}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            message, details = problems(name, tool.parameters, cause)
+            return error_result(name.removeprefix("memory_"), errors.INVALID_INPUT, message,
+                                details)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context[Any, Any] | None = None
+                         ) -> GetPromptResult | InputRequiredResult:
+        if self._prompt_manager.get_prompt(name) is None:
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; filemem's prompt is "
+                           "memory_snapshot")
+        return await super().get_prompt(name, arguments, context)
 
     async def list_resources(self) -> list[Resource]:
         return [*await super().list_resources(), SNAPSHOT_RESOURCE]
@@ -71,11 +113,15 @@ SNAPSHOT_RESOURCE: Final = Resource(
 
 async def snapshot_text(ctx: Context[Any, Any]) -> str:
     """The session's frozen snapshot: the provider renders it once per session id and
-    records the audit row; every later read returns the same text."""
+    records the audit row; every later read returns the same text. A store that cannot be
+    read is a JSON-RPC error (there is no tool result to carry it)."""
     memory = service_of(ctx)
     session = await memory.session_now(ctx)
-    return await anyio.to_thread.run_sync(
-        lambda: memory.provider().snapshot(session.protocol(), say_empty=True))
+    try:
+        return await anyio.to_thread.run_sync(
+            lambda: memory.provider().snapshot(session.protocol(), say_empty=True))
+    except Exception as exc:
+        raise request_error("reading the memory snapshot", exc) from None
 
 
 async def memory_snapshot(ctx: Context[Any, Any]) -> str:
