@@ -160,6 +160,32 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert b"Authorization: Bearer " in err
 
 
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    """Another program listens on the port: one line saying so and what to do, exit 8 (not
+    3, which means a write was not approved), and the token file of whoever serves that
+    port is left alone."""
+    state = tmp_path / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        token_file = state / "filemem" / f"mcp-http-{port}.token"
+        token_file.parent.mkdir(parents=True)
+        token_file.write_text("the other server's token\n", encoding="ascii")
+        out = subprocess.run([sys.executable, "-m", "filemem.cli", "mcp", "--store",
+                              str(tmp_path / "store"), "--http", str(port)],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "XDG_STATE_HOME": str(state)}, timeout=60)
+    assert out.returncode == 8, out
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in out.stderr
+    assert "another --http PORT, or stop that program" in out.stderr
+    assert "serving" not in out.stderr and "Traceback" not in out.stderr
+    assert token_file.read_text(encoding="ascii") == "the other server's token\n"
+    assert not (tmp_path / "store").exists()  # nothing was opened either
+
+
 @pytest.mark.parametrize(("uri", "path"), [
     ("file:///work/proj", "/work/proj"),
     ("file:///work/my%20proj/", "/work/my proj/"),

@@ -3,8 +3,10 @@ middleware that warms the store up, and ``run``."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 import sys
 from collections.abc import Iterable
 from typing import Any, Final
@@ -167,24 +169,57 @@ def build_server(memory: MemoryService) -> FilememServer:
     return server
 
 
-async def serve_http(server: FilememServer, port: int) -> None:
-    """Streamable HTTP on 127.0.0.1:``port`` (path /mcp), behind the owner's bearer token."""
+class PortUnavailable(Exception):
+    """``filemem mcp --http PORT``: the port cannot be listened on (the message says why and
+    what to do; the CLI exits with its own status)."""
+
+
+def listen(port: int) -> socket.socket:
+    """The listening socket on 127.0.0.1:``port``, bound before anything is printed or the
+    token file is written: a port another server holds is refused without touching that
+    server's token file."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"port {port} on 127.0.0.1 is already in use (another program, perhaps "
+                f"another `filemem mcp --http {port}`, is listening there): start with "
+                "another --http PORT, or stop that program") from None
+        if exc.errno == errno.EACCES:
+            raise PortUnavailable(
+                f"this account may not listen on port {port} (ports below 1024 need "
+                "privileges): start with another --http PORT, from 1024 to 65535") from None
+        raise PortUnavailable(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; start "
+                              "with another --http PORT") from None
+    return sock
+
+
+async def serve_http(server: FilememServer, sock: socket.socket) -> None:
+    """Streamable HTTP on the bound loopback socket (path /mcp), behind the owner's bearer
+    token."""
     import uvicorn
 
     from filemem.mcp import httpauth
 
+    port = sock.getsockname()[1]
     token, path = httpauth.issue(port)
     app = httpauth.require(token, server.streamable_http_app(host="127.0.0.1"))
     print(f"filemem mcp: serving http://127.0.0.1:{port}/mcp\n"
           f"filemem mcp: clients must send the header 'Authorization: Bearer {token}' "
           f"(also in {path}, readable by you only)", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def run(*, store: str | None = None, workspace: str | None = None, agent: str | None = None,
         http_port: int | None = None) -> int:
-    """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
+    """Serve until the client goes away (stdio) or the process is stopped (HTTP).
+    PortUnavailable if the HTTP port cannot be listened on."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # the fallback workspace is fixed now: the cwd could be removed while the server runs
@@ -197,12 +232,14 @@ def run(*, store: str | None = None, workspace: str | None = None, agent: str | 
         else:
             # stdout carries nothing over HTTP either: a stray print or an access log
             # line must not be mistaken for protocol by whoever reads it
+            sock = listen(http_port)
             os.dup2(2, 1)
             sys.stdout = sys.stderr
-            anyio.run(serve_http, server, http_port)
+            anyio.run(serve_http, server, sock)
     finally:
         memory.close()
     return 0
 
 
-__all__ = ["SNAPSHOT_URI", "FilememServer", "MemoryService", "build_server", "run"]
+__all__ = ["SNAPSHOT_URI", "FilememServer", "MemoryService", "PortUnavailable", "build_server",
+           "run"]
