@@ -339,9 +339,12 @@ class Provider:
         return envelope.build([self._protocol(e) for e in state.ordered()],
                               budgets.report(state.usage, self.config(state)))
 
-    def snapshot(self, session: Any, *, language: str | None = None) -> str:
+    def snapshot(self, session: Any, *, language: str | None = None,
+                 say_empty: bool = False) -> str:
         """The frozen snapshot for a session: rendered once per session id, recorded as a
-        ``snapshot`` audit row byte-identical to the returned text."""
+        ``snapshot`` audit row byte-identical to the returned text. With nothing visible it
+        is ``''`` (the protocol's face), or with ``say_empty`` (what filemem's own surfaces
+        show a person or a model) a sentence saying there are no memories yet."""
         if not isinstance(session, dict):
             return ""
         sid, workspace_key, agent_key = session_keys(session)
@@ -349,7 +352,8 @@ class Provider:
             return self._snapshots[sid]
         state = self.store.checked()
         shown = [e for e in state.ordered() if visible(e, workspace_key, agent_key)]
-        text = snapshot.render(shown, state.usage, self.config(state), language)
+        text = snapshot.render(shown, state.usage, self.config(state), language,
+                               say_empty=say_empty)
         self.store.append_ledger([row("snapshot", text=text, outcome="ok", source=DEFAULT_SOURCE,
                                       session_id=sid)])
         if sid is not None:

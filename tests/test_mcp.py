@@ -5,6 +5,7 @@ with input-required round trips), with a scripted person answering the approval 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import anyio
 import mcp_types as t
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from pydantic import FileUrl
 
 import filemem
@@ -310,6 +311,56 @@ def test_budget_and_ambiguity_errors_carry_codes(store: Path, other: filemem.Pro
     assert err(invalid)["code"] == "INVALID_INPUT"
     assert person.messages == []
     assert len(other.list_entries()) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mode: str
+                                                                ) -> None:
+    """Arguments the input schema refuses answer a structured INVALID_INPUT tool error whose
+    one-line message names the argument and what it takes, not pydantic's text; an
+    unknown tool or prompt is a JSON-RPC invalid-params error."""
+    person = Person()
+
+    async def scenario() -> tuple[list[t.CallToolResult], list[MCPError]]:
+        async with served(store, mode, person=person) as c:
+            results = [
+                await c.call_tool("memory_add", {"text": ["a", "list"]}),
+                await c.call_tool("memory_add", {"text": "x", "track": "people",
+                                                 "scope": "global"}),
+                await c.call_tool("memory_remove", {"scope": "workspace"}),
+                await c.call_tool("memory_replace", {"match": "a", "text": "b",
+                                                     "tags": ["ok", 7]}),
+                await c.call_tool("memory_query", {"limit": "ten"}),
+            ]
+            refused = []
+            for request in (c.call_tool("memory_forget", {}), c.get_prompt("memory_dump")):
+                with pytest.raises(MCPError) as raised:
+                    await request
+                refused.append(raised.value)
+        return results, refused
+
+    (wrong_type, two_enums, missing, item, number), (tool, prompt) = anyio.run(scenario)
+    expected = {
+        "`text` must be a string (got [\"a\", \"list\"])": wrong_type,
+        "`track` must be one of \"user\", \"agent\" (got \"people\"); `scope` must be one of "
+        "\"user-global\", \"workspace\" (got \"global\")": two_enums,
+        "`match` is required (a string)": missing,
+        "item 1 of `tags` must be a string (got 7)": item,
+        "`limit` must be a whole number of at least 1, or left out (got \"ten\")": number,
+    }
+    for says, result in expected.items():
+        error = err(result)
+        assert error["code"] == "INVALID_INPUT", error
+        assert says in error["message"] and "\n" not in error["message"], error["message"]
+        assert "validation error" not in error["message"]
+        assert error["hint"] and error["details"]["arguments"]
+        assert result.content and isinstance(result.content[0], t.TextContent)
+        assert json.loads(result.content[0].text) == result.structured_content
+    assert err(missing)["details"] == {"tool": "memory_remove", "arguments": [
+        {"argument": "match", "expected": "a string", "missing": True}]}
+    assert tool.error.code == prompt.error.code == -32602
+    assert "memory_add" in tool.error.message and "memory_snapshot" in prompt.error.message
+    assert person.messages == []
 
 
 @pytest.mark.parametrize("mode", MODES)

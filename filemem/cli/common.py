@@ -5,7 +5,8 @@ Exit codes (:data:`EXIT_CODES`, the one table): 0 success, 1 an error (its code 
 cannot be created there), 5 the store is busy (another process holds it; try again), 6 the
 disk holding the store is full, 7 the store is read-only (a write or sync to a store this
 process cannot write; reads work), 8 a git merge, rebase, cherry-pick, revert, ``git am`` or
-bisect is unfinished in the store (finish or abort it with git; reads work).
+bisect is unfinished in the store (finish or abort it with git; reads work), 9 `filemem mcp
+--http PORT` cannot listen on PORT (another program holds it, or it needs privileges).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_PROTOCOL, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY, EXIT_FULL, EXIT_READ_ONLY = 1, 3, 4, 5, 6, 7
 EXIT_GIT_IN_PROGRESS = 8
+EXIT_PORT = 9  # `filemem mcp --http PORT`: the port cannot be listened on
 EXIT_CODES: dict[str, int] = {  # error code -> exit status; any other error exits 1
     errors.WRITE_DENIED: EXIT_DENIED,
     errors.NO_STORE: EXIT_NO_STORE,

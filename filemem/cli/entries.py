@@ -346,18 +346,16 @@ def snapshot(language: str | None, workspace: str | None, agent: str | None,
              session_id: str | None, store_path: str | None, as_json: bool) -> None:
     """Print the frozen snapshot a session in WORKSPACE (default: here) as AGENT would get.
 
-    The exact text is recorded as a `snapshot` audit row.
+    The exact text is recorded as a `snapshot` audit row. With no memories visible there
+    it is one line saying so, as an MCP client gets it.
     """
     session = {"id": session_id, "header": {"cwd": workspace or os.getcwd(),
                                             "agentPreset": agent}}
     with open_store(store_path) as store:
-        text = store.snapshot(session, language=language)
+        text = store.snapshot(session, language=language, say_empty=True)
     if as_json:
         emit_json({"text": text, "sessionId": session_id})
-    elif text and sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
+    elif sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
         click.echo(visible(text, keep_newlines=True))
-    elif text:  # a hook or a pipe: the exact text
+    else:  # a hook or a pipe: the exact text
         click.echo(text, nl=not text.endswith("\n"))
-    else:
-        click.echo("(memory is empty for this workspace and agent: the snapshot is empty)",
-                   err=True)

@@ -39,11 +39,21 @@ TITLES: Final = {
     },
 }
 USED: Final = {"en": "chars used", "zh": "\u5df2\u7528\u5b57\u7b26"}
+# What a person or a model reads when the session can see no entry at all (``say_empty``):
+# the protocol's own snapshot is then ``''``, which a client shows as a blank resource.
+EMPTY: Final = {
+    "en": "[filemem: no memories yet \u2014 nothing is saved for this workspace and agent, so "
+          "this session starts with an empty memory.]",
+    "zh": "[filemem\uff1a\u8fd8\u6ca1\u6709\u8bb0\u5fc6\u2014\u2014\u6b64\u5de5\u4f5c"
+          "\u533a\u548c agent \u5c1a\u672a\u4fdd\u5b58\u4efb\u4f55\u5185\u5bb9\uff0c"
+          "\u672c\u4f1a\u8bdd\u4ece\u7a7a\u8bb0\u5fc6\u5f00\u59cb\u3002]",
+}
 
 
 def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: Config,
-           language: str | None = None) -> str:
-    """The snapshot text for already-filtered (visible) entries; ``''`` if there are none."""
+           language: str | None = None, *, say_empty: bool = False) -> str:
+    """The snapshot text for already-filtered (visible) entries. With none, ``''`` (the
+    protocol's rule), or with ``say_empty`` the sentence saying there are no memories yet."""
     lang = language if language in HEADER else (config.language if config.language in HEADER
                                                  else "en")
     groups: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
@@ -57,5 +67,5 @@ def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: 
         head = f"## {TITLES[lang][layer]} \u2014 {usage[layer]}/{config.limit(*layer)} {USED[lang]}"
         sections.append(head + "\n" + "\n".join(f"- {e.text}" for e in group))
     if not sections:
-        return ""
+        return EMPTY[lang] if say_empty else ""
     return "\n\n".join([HEADER[lang], *sections])
