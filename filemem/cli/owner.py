@@ -124,17 +124,42 @@ def status(store_path: str | None, as_json: bool) -> None:
     added and deleted entries, and why a file could not be adopted."""
     with open_owner(store_path) as owner:
         changes = owner.status()
+        bad = owner.invalid(changes)
     if as_json:
-        emit_json([c.to_json() for c in changes])
+        emit_json([c.to_json() for c in bad if c.kind == "invalid"] +
+                  [c.to_json() for c in changes])
         return
+    if bad:
+        click.echo("Invalid files committed at HEAD (memory reads and writes fail with "
+                   "STORE_CORRUPT until each is mended):")
+        for c in bad:
+            assert c.at_head is not None
+            click.echo(f"  ! {visible(c.path)}\n      {visible(c.at_head.message)}")
+            if c.kind != "invalid":
+                click.echo(f"      you have changed it (below): `filemem adopt "
+                           f"{visible(c.path)}` commits your change")
+        if changes:
+            click.echo("")
     if not changes:
-        click.echo("Nothing to adopt: the working tree matches the memory agents see.")
+        if not bad:
+            click.echo("Nothing to adopt: the working tree matches the memory agents see.")
         return
     click.echo("Changes agents do not see yet (M edited, A added, D deleted):")
     for c in changes:
         click.echo(_status_line(c))
     click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
                "`filemem discard [PATH...]` puts files back as committed.")
+
+
+def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
+    """No file differs from HEAD: say so, and what mends the files invalid at HEAD."""
+    if as_json:
+        emit_json([])
+        return
+    bad = owner.invalid()
+    click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
+        f" {len(bad)} file(s) committed at HEAD are invalid; `filemem status` shows each "
+        "and how to mend it." if bad else ""), err=True)
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -164,6 +189,9 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
 
     with open_owner(store_path) as owner:
         changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
+        if not changes:
+            _nothing(owner, "adopt", as_json)
+            return
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
@@ -199,6 +227,9 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
 
     with open_owner(store_path) as owner:
         changes = owner.changes(paths or None)
+        if not changes:
+            _nothing(owner, "discard", as_json)
+            return
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
@@ -307,10 +338,8 @@ def watch(store_path: str | None, as_json: bool) -> None:
             click.echo(f"{stamp} {event['kind']} {event['path']}{note}")
         elif kind == "settled":
             click.echo(f"{stamp} {event['path']} now matches HEAD")
-        elif kind == "invalid-at-head":
-            click.echo(f"{stamp} INVALID at HEAD: {event['path']}: {event['problem']} (agents "
-                       "get STORE_CORRUPT until it is fixed: edit it and `filemem adopt`, or "
-                       "`git revert`)")
+        elif kind == "invalid-at-head":  # the problem names the file and the way out
+            click.echo(f"{stamp} INVALID at HEAD: {event['problem']}")
         else:
             click.echo(f"{stamp} {kind}: {event.get('message', '')}", err=True)
 
