@@ -121,7 +121,9 @@ def _status_line(change: Any) -> str:
 @command
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
-    added and deleted entries, and why a file could not be adopted."""
+    added and deleted entries, and why a file could not be adopted. Files committed
+    invalid (with git itself) come first, each with the commit that brought it and how to
+    mend it: until then agents' memory reads and writes fail."""
     with open_owner(store_path) as owner:
         changes = owner.status()
         bad = owner.invalid(changes)
@@ -278,7 +280,8 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
 @command
 def verify(store_path: str | None, as_json: bool) -> None:
     """Replay the whole history and check that HEAD is exactly what the audited commits
-    produce. Commits made outside filemem are reported, not failed. Exit 1 on a problem."""
+    produce. Commits made outside filemem are reported, not failed; a file invalid at HEAD
+    is a problem, named at the commit that brought it. Exit 1 on a problem."""
     import sys
 
     with open_owner(store_path) as owner:
