@@ -409,3 +409,18 @@ def test_the_bridge_answers_each_request_with_the_error_and_serves_the_mended_st
         assert f"`git -C {store} mv {bad} " in error["message"]
     assert sorted(e["text"] for e in served_now["result"]) == ["likes coffee", "likes tea"]
     assert code == 0 and "Traceback" not in stderr
+
+
+def test_sync_refuses_to_spread_a_bad_file_to_other_machines(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    assert run_cli("remote", "add", "origin", str(remote), store=store).returncode == 0
+    assert run_cli("sync", store=store).returncode == 0
+    pushed = git(remote, "rev-parse", "main").strip()
+    bad, _way = _not_an_entry(store)
+    sha = _person_commit(store, "my notes")
+    out = run_cli("sync", store=store)
+    assert out.returncode == 1 and out.stderr.startswith("filemem: STORE_CORRUPT: ")
+    assert bad in out.stderr and f"revert {sha[:10]}" in out.stderr
+    assert git(remote, "rev-parse", "main").strip() == pushed  # nothing went out
