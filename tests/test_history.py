@@ -483,6 +483,18 @@ def test_an_invalid_entry_at_head_is_a_problem(p: filemem.Provider, store_path: 
     assert verify_json(store_path)["ok"] is True
 
 
+def test_an_entry_removed_by_git_and_brought_back_is_no_problem(p: filemem.Provider,
+                                                                store_path: Path) -> None:
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    git(store_path, "rm", "-q", rel(store_path, file_of(store_path, tea["id"])))
+    gone = person_commits(store_path, "Drop it")
+    report = verify_json(store_path, expect_exit=1)
+    assert [pr["commit"] for pr in report["problems"]] == [gone]
+    assert f"`git revert {gone[:12]}` brings them back" in report["problems"][0]["problem"]
+    git(store_path, "revert", "--no-edit", gone)  # as that problem says
+    assert verify_json(store_path)["ok"] is True
+
+
 def test_verify_json_of_a_new_store(store_path: Path) -> None:
     ok("init", store=store_path)
     report = verify_json(store_path)
