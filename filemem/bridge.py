@@ -280,8 +280,10 @@ def run(store: str | None, *, budgets: Any = None, approval: str = "host",
         overrides = {"write_policy": approval, "write_policies": {}}
     # `source:<name>` policies see the source the owner started the bridge with, never the
     # host's input.source (which may be whatever a model asked for)
+    # not validated at start: a store with an invalid file committed (or too new) is answered
+    # request by request with that error (its file, commit and way out), as a host can show
     provider = filemem.open_store(store, create=True, budgets=budgets, policy_source=source,
-                                  **overrides)
+                                  validate=False, **overrides)
     bridge = Bridge(provider, sys.stdin.buffer, out)
     if approval == "host":
         provider.gate = bridge.ask_host

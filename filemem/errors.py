@@ -15,12 +15,16 @@
 Callers branch on the class or on ``code``; each surface maps them through one table of its
 own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
 unreadable object, a detached HEAD) is ``STORE_CORRUPT``: ``filemem.files.gitrepo``'s
-``RepositoryDamaged``, a ProtocolError that names the object and the way out. Messages stay
+``RepositoryDamaged``, a ProtocolError that names the object and the way out; a file
+committed invalid at HEAD is ``STORE_CORRUPT`` from :func:`bad_file`, naming the file, the
+commit that brought it and the way out. Messages stay
 English: they are part of the audit contract and other providers compare them.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from typing import Any
 
 from filemem.jsstr import js_json
@@ -212,6 +216,47 @@ def store_corrupt(path: str, reason: str) -> ProtocolError:
     return ProtocolError(
         STORE_CORRUPT, f"memory store file {path} is corrupt: {reason}", {"path": path}
     )
+
+
+def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
+             subject: str | None = None, parents: int = 1, fix: str = "edit",
+             more: int = 0) -> ProtocolError:
+    """STORE_CORRUPT for a file committed at HEAD that is not valid: the file, the commit
+    that brought it (when history tells; ``parents``: how many it has, as a merge or the
+    first commit is not one to revert) and the way out. ``fix`` is what mends the file
+    itself: ``edit`` it, ``remove`` it (not an entry file), ``restore`` it (deleted) or
+    ``move:<path>`` (a valid entry in the wrong place);
+    ``more``: how many other files are invalid too."""
+    full = os.path.join(root, *rel.split("/"))
+    r, p, f = shlex.quote(root), shlex.quote(rel), shlex.quote(full)
+    short = commit[:10] if commit else None
+    ways = []
+    if short and parents == 1:
+        ways.append(f"undo that commit with `git -C {r} revert {short}`")
+    if fix.startswith("move:"):
+        to = shlex.quote(fix[5:])
+        ways.append(f"move it where it belongs and commit that: `git -C {r} mv {p} {to}`, "
+                    f"then `git -C {r} commit`")
+    elif fix == "remove":
+        ways.append(f"take the file out of the store and commit that: `git -C {r} rm {p}`, "
+                    f"then `git -C {r} commit`")
+    elif fix == "restore":
+        back = f"`git -C {r} checkout {short}~1 -- {p}`, then " if short else ""
+        ways.append(f"put the file back and commit it: {back}`git -C {r} commit {p}`")
+    else:
+        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}` (or "
+                    f"`filemem adopt {f}`, which records it as your edit)")
+    way_out = ", or ".join(ways)
+    kind = "merge commit" if parents > 1 else "commit"
+    how = "it was deleted by" if fix == "restore" else "it came in with"
+    came = f"; {how} {kind} {short} {js_json(subject or '')}" if short else ""
+    return ProtocolError(
+        STORE_CORRUPT,
+        f"memory store file {full} is corrupt: {reason}{came}; memory reads and writes are "
+        f"refused until it is mended: {way_out}" + (
+            f" ({more} more invalid file(s): `filemem status` lists them)" if more else ""),
+        {"path": full, "file": rel, "reason": reason, "commit": commit, "subject": subject,
+         "wayOut": way_out})
 
 
 def store_unsupported_version(path: str, found: int, supported: int) -> ProtocolError:

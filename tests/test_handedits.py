@@ -612,8 +612,12 @@ def test_adopting_a_fix_of_a_bad_file_at_head_repairs_the_store(p: filemem.Provi
     assert info.value.code == "STORE_CORRUPT" and str(bad) in info.value.message
     out = fm("list", store=store_path)
     assert out.returncode == 1 and "STORE_CORRUPT" in out.stderr
-    # status still works and shows nothing (the file is as committed)
-    assert status_json(store_path) == []
+    # status still works and lists the file as invalid at HEAD (it is as committed)
+    [listed] = status_json(store_path)
+    assert (listed["path"], listed["kind"], listed["adoptable"]) == \
+        (rel(store_path, bad), "invalid", False)
+    assert listed["invalidAtHead"]["code"] == "STORE_CORRUPT"
+    assert listed["invalidAtHead"]["details"]["subject"] == "my own file"
     bad.write_text(entry_file_text(entry_fields(id=eid, tags=["a"]), "double tag"),
                    encoding="utf-8")
     assert by_path(store_path)[rel(store_path, bad)]["adoptable"] is True

@@ -67,6 +67,16 @@ def is_entry_path(path: str) -> bool:
     return head in ENTRY_ROOTS and path.endswith(ENTRY_SUFFIX)
 
 
+NOT_AN_ENTRY: Final = ("not an entry file (entry files end in .md, and the track folders "
+                       "hold nothing else)")
+
+
+def in_entry_folder(path: str) -> bool:
+    """Whether a store-relative path is a file under a track folder, where only entry files
+    belong (one that is not :func:`is_entry_path` is :data:`NOT_AN_ENTRY`)."""
+    return "/" in path and path.split("/", 1)[0] in ENTRY_ROOTS
+
+
 _NOT_STORE_DIRS: Final = frozenset({".git", ".filemem"})
 
 
@@ -177,7 +187,7 @@ def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
 
 
 __all__ = [
-    "ENTRY_ROOTS", "SCOPES", "SHARED_DIR", "TOP_FILES", "check_tree_path", "entry_path",
-    "id_from_path", "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder",
-    "name_problem", "path_problem",
+    "ENTRY_ROOTS", "NOT_AN_ENTRY", "SCOPES", "SHARED_DIR", "TOP_FILES", "check_tree_path",
+    "entry_path", "id_from_path", "in_entry_folder", "is_entry_path", "is_store_path",
+    "key_dir", "layer_dir", "leaves_folder", "name_problem", "path_problem",
 ]

@@ -145,11 +145,20 @@ class Owner:
         approve, reject and sync refuse to run then (they check it themselves too)."""
         self._store.refuse_unfinished_git()
 
+    def invalid(self, changes: list[Change] | None = None) -> list[Change]:
+        """The files committed invalid at HEAD, each with its STORE_CORRUPT error (``at_head``:
+        the file, the commit that brought it, the way out); one of ``changes`` (from
+        :meth:`status`) if the working tree already changes it. Agents' reads and writes
+        fail until they are mended; the owner's commands keep working."""
+        return handedits.invalid(self._store, changes)
+
     def changes(self, paths: Iterable[str] | None = None, *,
                 budget_check: bool = True) -> list[Change]:
         """The changes at ``paths`` (default: all); budgets checked for exactly those."""
-        picked = handedits.select(handedits.status(self._store, budget_check=False),
-                                  self._store.root, paths)
+        changes = handedits.status(self._store, budget_check=False)
+        unchanged = [] if paths is None else \
+            [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
+        picked = handedits.select(changes, self._store.root, paths, unchanged)
         if budget_check:
             handedits.check_budgets(self._store, picked)
         return picked
