@@ -339,9 +339,13 @@ class Provider:
         return envelope.build([self._protocol(e) for e in state.ordered()],
                               budgets.report(state.usage, self.config(state)))
 
-    def snapshot(self, session: Any, *, language: str | None = None) -> str:
+    def snapshot(self, session: Any, *, language: str | None = None,
+                 tools: Any = None) -> str:
         """The frozen snapshot for a session: rendered once per session id, recorded as a
-        ``snapshot`` audit row byte-identical to the returned text."""
+        ``snapshot`` audit row byte-identical to the returned text. Its header names
+        ``tools``, the tools the reader changes memory with (1..8 names; by default the
+        protocol's write operations)."""
+        names = snapshot.tool_names(tools)  # INVALID_INPUT before anything is rendered
         if not isinstance(session, dict):
             return ""
         sid, workspace_key, agent_key = session_keys(session)
@@ -349,7 +353,7 @@ class Provider:
             return self._snapshots[sid]
         state = self.store.checked()
         shown = [e for e in state.ordered() if visible(e, workspace_key, agent_key)]
-        text = snapshot.render(shown, state.usage, self.config(state), language)
+        text = snapshot.render(shown, state.usage, self.config(state), language, names)
         self.store.append_ledger([row("snapshot", text=text, outcome="ok", source=DEFAULT_SOURCE,
                                       session_id=sid)])
         if sid is not None:

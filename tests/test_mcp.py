@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 from pydantic import FileUrl
 
 import filemem
+from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.model import workspace_key_of
 from tests.conftest import ctx, git
 
@@ -140,6 +141,9 @@ def test_tools_resources_and_prompts_are_listed(store: Path, mode: str) -> None:
             assert code in (add.description or "")
         assert set(tools["memory_consolidate"].input_schema["required"]) == {"matches", "text"}
         assert set(tools["memory_replace"].input_schema["required"]) == {"match", "text"}
+        # the snapshot's header names these (filemem.mcp.names, read without the SDK)
+        assert {n for n in tools if n not in ("memory_query", "memory_budgets")} == \
+            set(WRITE_TOOL_NAMES)
         assert [r.uri for r in resources] == ["filemem://snapshot"]
         assert [p.name for p in prompts] == ["memory_snapshot"]
         assert not any("pending" in n or "approve" in n or "polic" in n for n in tools)
@@ -402,6 +406,10 @@ def test_snapshot_is_frozen_and_audited_byte_for_byte(store: Path, other: fileme
         return first.text, again.text, content.text
 
     first, again, prompt = anyio.run(scenario)
+    # filemem names itself and the tools this server lists (not the reference's "memory tool")
+    assert first.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in first
+    assert first.splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
     assert "偏好中文回复 🙂\r\nline two" in first and "- tests first" in first
     assert "later fact" not in first
     assert again == first and prompt == first

@@ -271,12 +271,12 @@ def test_new_entry_keys_from_session_or_explicit_input(provider: filemem.Provide
 
 
 def test_source_default_and_empty_string(provider: filemem.Provider) -> None:
-    assert provider.add({**UG, "text": "a"}, ctx())["entry"]["source"] == "dsh-memento"
+    assert provider.add({**UG, "text": "a"}, ctx())["entry"]["source"] == "filemem"
     assert provider.add({**UG, "text": "b", "source": None}, ctx())["entry"]["source"] \
-        == "dsh-memento"
+        == "filemem"
     # filemem choice 12: '' is treated as missing
     assert provider.add({**UG, "text": "c", "source": ""}, ctx())["entry"]["source"] \
-        == "dsh-memento"
+        == "filemem"
     assert provider.add({**UG, "text": "d", "source": "claude"}, ctx())["entry"]["source"] \
         == "claude"
 
@@ -488,7 +488,7 @@ def test_consolidate_result_and_new_entry_fields(provider: filemem.Provider,
     assert set(out) == {"removed", "entry", "usage"}
     assert out["removed"] == [b, a]  # match order
     e = out["entry"]
-    assert e["tags"] == [] and e["source"] == "dsh-memento" and e["version"] == 1
+    assert e["tags"] == [] and e["source"] == "filemem" and e["version"] == 1
     assert (e["workspaceKey"], e["agentKey"], e["sessionId"]) == ("/w/a", "coder", "s7")
     assert out["usage"] == {"track": "agent", "scope": "workspace", "used": 6, "limit": 4000}
     assert provider.list_entries() == [e]

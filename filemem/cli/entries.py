@@ -75,7 +75,7 @@ def path(store_path: str | None) -> None:
 @click.argument("text", nargs=-1, required=True)
 @layer_options
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable; <= 16 tags of <= 32 chars).")
-@click.option("--source", help="Provenance label (default: dsh-memento).")
+@click.option("--source", help="Provenance label (default: filemem).")
 @write_options
 def add(text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...], source: str | None,
         workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
@@ -338,20 +338,29 @@ def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str
 @main.command()
 @click.option("--language", type=click.Choice(["en", "zh"]),
               help="Snapshot language (default from filemem.yaml).")
+@click.option("--tools", metavar="NAME,...",
+              help="The tools its first line tells the model to change memory with (default: "
+                   "filemem mcp's memory_add, memory_replace, memory_remove, "
+                   "memory_consolidate).")
 @session_options
 @store_option
 @json_option
 @command
-def snapshot(language: str | None, workspace: str | None, agent: str | None,
+def snapshot(language: str | None, tools: str | None, workspace: str | None, agent: str | None,
              session_id: str | None, store_path: str | None, as_json: bool) -> None:
     """Print the frozen snapshot a session in WORKSPACE (default: here) as AGENT would get.
 
-    The exact text is recorded as a `snapshot` audit row.
+    It is what `filemem mcp` gives such a session; --tools names another host's tools
+    instead (e.g. for a session-start hook). The exact text is recorded as a `snapshot`
+    audit row.
     """
+    from filemem.mcp.names import WRITE_TOOL_NAMES
+
+    names = WRITE_TOOL_NAMES if tools is None else [t.strip() for t in tools.split(",")]
     session = {"id": session_id, "header": {"cwd": workspace or os.getcwd(),
                                             "agentPreset": agent}}
     with open_store(store_path) as store:
-        text = store.snapshot(session, language=language)
+        text = store.snapshot(session, language=language, tools=names)
     if as_json:
         emit_json({"text": text, "sessionId": session_id})
     elif text and sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen

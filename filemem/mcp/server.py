@@ -18,6 +18,7 @@ from mcp_types import InputRequiredResult, Resource, ToolAnnotations
 from pydantic import AnyUrl
 
 from filemem import __version__
+from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.mcp.sessions import MemoryService, service_of
 from filemem.mcp.tools import (
     BUDGETS_DOC,
@@ -74,7 +75,8 @@ async def snapshot_text(ctx: Context[Any, Any]) -> str:
     records the audit row; every later read returns the same text."""
     memory = service_of(ctx)
     session = await memory.session_now(ctx)
-    return await anyio.to_thread.run_sync(lambda: memory.provider().snapshot(session.protocol()))
+    return await anyio.to_thread.run_sync(
+        lambda: memory.provider().snapshot(session.protocol(), tools=WRITE_TOOL_NAMES))
 
 
 async def memory_snapshot(ctx: Context[Any, Any]) -> str:
