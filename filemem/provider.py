@@ -78,7 +78,8 @@ class Provider:
     def __init__(self, store: Store, *, gate: Gate | None = None, budgets: Any = None,
                  write_policy: str | None = None, write_policies: Any = None,
                  stage_pending: bool = True,
-                 policy_source: str | TrustInput | None = TRUST_INPUT) -> None:
+                 policy_source: str | TrustInput | None = TRUST_INPUT,
+                 reveal_matches: bool = False) -> None:
         self.store = store
         self.gate = gate
         self.stage_pending = stage_pending
@@ -90,7 +91,9 @@ class Provider:
         Config().with_overrides(**self._overrides)  # validate now: fail at open, not at use
         self._config_for: tuple[Config, Config] | None = None
         self._snapshots: dict[str, str] = {}
-        self._core = Core(store, self.config)
+        # ENTRY_NOT_FOUND names where else a match is: in the layers the writer sees, or,
+        # for the owner's own tools, anywhere (another workspace, another agent's layer)
+        self._core = Core(store, self.config, reveal_matches)
 
     # ------------------------------------------------------------ plumbing
 

@@ -65,6 +65,18 @@ class SeedResult(TypedDict):
 WriteResult = AddResult | ReplaceResult | ConsolidateResult | SeedResult
 
 
+class Place(TypedDict):
+    """A layer holding entries that contain a match which was not found where it was
+    looked for (ENTRY_NOT_FOUND's ``details.elsewhere``): the track/scope, the workspace
+    (``None`` for user-global), the agent layer (``''``: the shared one), and how many."""
+
+    track: str
+    scope: str
+    workspaceKey: str | None
+    agentKey: str
+    entries: int
+
+
 class QueryResult(TypedDict):
     entries: list[ProtocolEntry]
     total: int
@@ -101,6 +113,6 @@ class AuditRow(TypedDict):
     sessionId: str | None
 
 
-__all__ = ["AddResult", "AuditRow", "ConsolidateResult", "Payload", "ProtocolEntry",
+__all__ = ["AddResult", "AuditRow", "ConsolidateResult", "Payload", "Place", "ProtocolEntry",
            "QueryResult", "ReplaceResult", "Scope", "SeedResult", "Track", "Usage",
            "WriteResult"]

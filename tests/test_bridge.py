@@ -420,7 +420,9 @@ def test_protocol_errors_carry_code_and_details(bridge: Callable[..., BridgeProc
     assert message.startswith("memory budget exceeded: user/workspace at 20/20 chars")
 
     code, details, _ = protocol_error("remove", {"input": {**UW, "match": "coffee"}, "write": W})
-    assert (code, details) == ("ENTRY_NOT_FOUND", {**UW, "match": "coffee"})
+    assert (code, details) == ("ENTRY_NOT_FOUND", {**UW, "match": "coffee",
+                                                   "workspaceKey": "/work/proj",
+                                                   "agentKey": "coder", "elsewhere": []})
 
     code, details, message = protocol_error(
         "replace", {"input": {**UW, "match": "TEA", "text": "tea"}, "write": W})

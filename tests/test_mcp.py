@@ -5,6 +5,7 @@ with input-required round trips), with a scripted person answering the approval 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -314,6 +315,33 @@ def test_budget_and_ambiguity_errors_carry_codes(store: Path, other: filemem.Pro
     assert err(invalid)["code"] == "INVALID_INPUT"
     assert person.messages == []
     assert len(other.list_entries()) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_miss_names_other_layers_the_session_sees_and_nothing_else(
+        store: Path, other: filemem.Provider, mode: str, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir(exist_ok=True)
+    other.add({"track": "agent", "scope": "workspace", "text": "CI runs on Debian 12"},
+              ctx(cwd=str(proj)))
+    other.add({"track": "user", "scope": "workspace", "text": "Debian elsewhere"},
+              ctx(cwd=str(tmp_path / "elsewhere")))
+    other.add({"track": "user", "scope": "user-global", "text": "Debian of the reviewer"},
+              ctx(cwd=str(proj), agent="reviewer"))
+
+    async def scenario() -> t.CallToolResult:
+        async with served(store, mode, person=Person(), workspace=proj) as c:
+            return await c.call_tool("memory_remove", {"scope": "workspace", "match": "Debian"})
+
+    e = err(anyio.run(scenario))
+    assert e["code"] == "ENTRY_NOT_FOUND"
+    assert e["details"]["elsewhere"] == [{"track": "agent", "scope": "workspace",
+                                          "workspaceKey": str(proj), "agentKey": "",
+                                          "entries": 1}]
+    assert f'searched the shared layer and agent "coder"\'s of workspace "{proj}"' in e["message"]
+    assert "it is in agent/workspace" in e["message"] and "details.elsewhere" in e["hint"]
+    # another workspace's entry and another agent's are not this session's to know of
+    assert "elsewhere" not in e["message"] and "reviewer" not in json.dumps(e)
 
 
 @pytest.mark.parametrize("mode", MODES)

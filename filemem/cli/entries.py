@@ -16,7 +16,7 @@ from filemem.cli.common import (
     TRACKS,
     command,
     emit_json,
-    entry_line,
+    entry_lines,
     json_option,
     layer_options,
     one_line,
@@ -189,8 +189,8 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
     if not result["entries"]:
         click.echo("No entry matched.")
         return
-    for e in result["entries"]:
-        click.echo(entry_line(e))
+    for line in entry_lines(result["entries"]):
+        click.echo(line)
     if result["truncated"]:
         click.echo(f"({len(result['entries'])} of {result['total']}; use --limit for more)")
 
@@ -212,8 +212,8 @@ def list_(track: str | None, scope: str | None, store_path: str | None, as_json:
         return
     if not entries:
         click.echo("Memory is empty.")
-    for e in entries:
-        click.echo(entry_line(e))
+    for line in entry_lines(entries):
+        click.echo(line)
 
 
 @main.command()
