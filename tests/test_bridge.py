@@ -678,7 +678,7 @@ def test_a_folder_that_is_not_a_store_is_refused_in_one_line(tmp_path: Path) -> 
         [sys.executable, "-m", "filemem", "bridge", "--store", str(tmp_path)], input=b"",
         capture_output=True, cwd=ROOT, timeout=TIMEOUT)
     assert out.stdout == b""
-    assert b"no filemem store" in out.stderr and b"Traceback" not in out.stderr
+    assert b"not a filemem store" in out.stderr and b"Traceback" not in out.stderr
     assert out.returncode == 4
 
 

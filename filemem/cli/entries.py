@@ -48,9 +48,9 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
 
     root = resolve_store_path(path or store_path)
     created = False
-    if os.path.isdir(os.path.join(root, ".git")):
-        store = filemem.open_store(root)
-    else:
+    try:
+        store = filemem.open_store(root)  # already a store: nothing changes
+    except errors.StoreNotFound:  # anything else: a new store, if the folder can hold one
         store = filemem.init_store(root)
         created = True
     store.close()
