@@ -210,12 +210,13 @@ def open_store(store_path: str | None, *, yes: bool = False, validate: bool = Tr
     return filemem.open_store(store_path, gate=gate, validate=validate, reveal_matches=True)
 
 
-def open_owner(store_path: str | None, *, validate: bool = False) -> Owner:
+def open_owner(store_path: str | None, *, validate: bool = False, yes: bool = False) -> Owner:
     """The owner's facade over the store; by default opened even with invalid files at
-    HEAD (the owner's commands are how a person repairs them)."""
+    HEAD (the owner's commands are how a person repairs them). ``yes``: as for
+    :func:`open_store`."""
     from filemem.owner import Owner
 
-    return Owner(open_store(store_path, validate=validate))
+    return Owner(open_store(store_path, yes=yes, validate=validate))
 
 
 def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:

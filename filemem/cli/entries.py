@@ -296,9 +296,12 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
 @click.argument("path", type=click.Path(exists=True, allow_dash=True))
 @click.option("--adapter", "adapter_id", metavar="ID",
               help="Read another tool's memory (see `filemem adapters`); PATH may be a folder.")
+@click.option("--keep-duplicates", is_flag=True,
+              help="With --adapter: import entries whose text is already in that layer too.")
 @write_options
-def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str | None,
-            session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
+def import_(path: str, adapter_id: str | None, keep_duplicates: bool, workspace: str | None,
+            agent: str | None, session_id: str | None, yes: bool, store_path: str | None,
+            as_json: bool) -> None:
     """Import a memory-export-v1 envelope (PATH or `-`): one approval, one commit.
 
     Entries get new ids, version 1 and fresh timestamps; texts, layers, keys, sources and
@@ -306,14 +309,19 @@ def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str
 
     With --adapter ID, PATH is another tool's memory, e.g. `filemem import --adapter
     hermes-memory-md ~/.hermes/memories/`; --workspace DIR then also places the entries
-    the adapter puts in a workspace.
+    the adapter puts in a workspace. Entries whose text is already in the layer they would
+    go to (or earlier in the same import) are skipped and counted, so importing the same
+    memory twice adds nothing; --keep-duplicates imports them anyway.
     """
     if adapter_id is not None:
         from filemem.cli.adapters import import_with_adapter
 
         import_with_adapter(adapter_id, path, workspace, agent, session_id, yes, store_path,
-                            as_json)
+                            as_json, keep_duplicates)
         return
+    if keep_duplicates:
+        raise click.UsageError("--keep-duplicates goes with --adapter; a memory-export-v1 "
+                               "import writes every entry of the envelope")
     if path != "-" and os.path.isdir(path):
         raise click.UsageError(f"{path} is a folder; plain import reads a memory-export-v1 "
                                "file (use --adapter ID for another tool's folder)")
