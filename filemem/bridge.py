@@ -82,8 +82,8 @@ def _audit_list(p: Provider, params: Any) -> Any:
 
 
 def _snapshot(p: Provider, params: Any) -> Any:
-    args = _params(params, ("session",), ("language",))
-    return p.snapshot(args["session"], language=args.get("language"))
+    args = _params(params, ("session",), ("language", "tools"))
+    return p.snapshot(args["session"], language=args.get("language"), tools=args.get("tools"))
 
 
 def _describe(p: Provider, params: Any) -> Any:

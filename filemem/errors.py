@@ -28,6 +28,7 @@ import shlex
 from typing import Any
 
 from filemem.jsstr import js_json
+from filemem.types import Place
 
 INVALID_INPUT = "INVALID_INPUT"
 WRITE_REQUIRES_AGENT = "WRITE_REQUIRES_AGENT"
@@ -174,24 +175,64 @@ def budget_exceeded(track: str, scope: str, used: int, limit: int, needed: int) 
     )
 
 
-def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False) -> ProtocolError:
+def searched(scope: str, workspace_key: str | None, agent_key: str) -> str:
+    """What a match was looked for in, for a person: the agent layers and the workspace."""
+    who = (f'the shared layer and agent {js_json(agent_key)}\'s' if agent_key
+           else "the shared layer")
+    where = f" of workspace {js_json(workspace_key)}" if scope == "workspace" and \
+        workspace_key is not None else ""
+    return who + where
+
+
+def _place(p: Place) -> str:
+    who = f'agent {js_json(p["agentKey"])}\'s layer' if p["agentKey"] else "the shared layer"
+    where = f" of workspace {js_json(p['workspaceKey'])}" if p["workspaceKey"] is not None \
+        else ""
+    n = p["entries"]
+    return f"{p['track']}/{p['scope']} ({who}{where}: {n} {'entry' if n == 1 else 'entries'})"
+
+
+_PLACES_SHOWN = 3
+
+
+def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False,
+                    workspace_key: str | None = None, agent_key: str = "",
+                    elsewhere: list[Place] | None = None) -> ProtocolError:
+    """Nothing in ``track/scope`` (as the writer sees it) contains ``match``: the message
+    starts as the reference's and says what was searched and where else the match is
+    (``elsewhere``, also in the details)."""
+    where = searched(scope, workspace_key, agent_key)
+    details: dict[str, Any] = {"track": track, "scope": scope, "match": match,
+                               "workspaceKey": workspace_key, "agentKey": agent_key}
     if changed:
         message = (
             f"the entry in {track}/{scope} matching {js_json(match)} changed while approval was "
-            "pending (it is no longer the entry that was approved); nothing was changed"
+            f"pending (it is no longer the entry that was approved; searched {where}); "
+            "nothing was changed"
         )
-    else:
-        message = f"no entry in {track}/{scope} contains {js_json(match)}; nothing was changed"
-    return ProtocolError(ENTRY_NOT_FOUND, message, {"track": track, "scope": scope, "match": match})
+        return ProtocolError(ENTRY_NOT_FOUND, message, details)
+    places = list(elsewhere or [])
+    message = (f"no entry in {track}/{scope} contains {js_json(match)} (searched {where}); "
+               "nothing was changed")
+    if places:
+        shown = "; ".join(_place(p) for p in places[:_PLACES_SHOWN])
+        more = len(places) - _PLACES_SHOWN
+        rest = f"; and {more} more {'layer' if more == 1 else 'layers'}" if more > 0 else ""
+        message += f"; it is in {shown}{rest}"
+    details["elsewhere"] = places
+    return ProtocolError(ENTRY_NOT_FOUND, message, details)
 
 
-def ambiguous_match(track: str, scope: str, match: str, sample: list[str]) -> ProtocolError:
+def ambiguous_match(track: str, scope: str, match: str, sample: list[str], *,
+                    workspace_key: str | None = None, agent_key: str = "") -> ProtocolError:
     n = len(sample)
     return ProtocolError(
         AMBIGUOUS_MATCH,
-        f"match {js_json(match)} is ambiguous in {track}/{scope}: {n} entries contain it; "
-        "use a longer, unique substring",
-        {"track": track, "scope": scope, "match": match, "candidates": n, "sample": sample},
+        f"match {js_json(match)} is ambiguous in {track}/{scope} (searched "
+        f"{searched(scope, workspace_key, agent_key)}): {n} entries contain it; use a "
+        "longer, unique substring",
+        {"track": track, "scope": scope, "match": match, "candidates": n, "sample": sample,
+         "workspaceKey": workspace_key, "agentKey": agent_key},
     )
 
 

@@ -306,7 +306,7 @@ REASONS: dict[str, tuple[Setup, str]] = {
     "unknown scope": (_edit_front_matter("scope: user-global", "scope: planet"),
                       "scope must be one of"),
     "tag too long": (_edit_front_matter("tags: []", f"tags: [{'t' * 33}]"), "exceeds 32 chars"),
-    "source not a string": (_edit_front_matter("source: dsh-memento", "source: 12"),
+    "source not a string": (_edit_front_matter("source: filemem", "source: 12"),
                             "source must be a non-empty string"),
     "duplicate key": (_edit_front_matter("tags: []", "tags: []\nversion: two"), "duplicate"),
     "id changed": (_change_id, "the id was changed"),

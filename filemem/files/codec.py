@@ -8,7 +8,7 @@
     scope: user-global
     workspaceKey: ""
     agentKey: ""
-    source: dsh-memento
+    source: filemem
     tags: [pref, comms]
     version: 1
     createdAt: 2026-11-30T01:49:13.123Z

@@ -24,7 +24,7 @@ from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, remotes, sync, watch
+from filemem.owner import handedits, history, imports, remotes, sync, watch
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
@@ -34,6 +34,7 @@ from filemem.session import writer_of
 from filemem.store.auditlog import row
 from filemem.store.names import private_files
 from filemem.store.pending import Record, approved_by, rejected_by
+from filemem.types import OwnerImportResult
 
 
 class OwnerApproval:
@@ -128,6 +129,16 @@ class Owner:
     def reject(self, pending_id: str, reason: str | None = None) -> Record:
         """Drop a pending write, leaving an ``<action>-denied`` audit row."""
         return _reject(self.provider, pending_id, reason)
+
+    # ------------------------------------------------------------ imports
+
+    def import_entries(self, inputs: Any, write: Any, *,
+                       keep_duplicates: bool = False) -> OwnerImportResult:
+        """Import another tool's entries (an adapter's output) in one approval and one
+        commit, skipping those whose text is already in the same layer, or earlier in the
+        same import, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
+        return imports.import_entries(self.provider, inputs, write,
+                                      keep_duplicates=keep_duplicates)
 
     # ------------------------------------------------------------ hand edits
 

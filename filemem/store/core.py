@@ -34,7 +34,7 @@ from filemem.files import atomic, codec, gitstate, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
-from filemem.files.gitrepo import GitError, GitRepo, RepositoryDamaged
+from filemem.files.gitrepo import GitRepo, RepositoryDamaged
 from filemem.files.layout import (
     NOT_AN_ENTRY,
     in_entry_folder,
@@ -70,9 +70,7 @@ class Store:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if not os.path.isdir(os.path.join(self.root, ".git")):
-            raise errors.StoreNotFound(
-                f"no filemem store at {self.root}; create one with `filemem init {self.root}`"
-            )
+            raise create.not_a_store(self.root)
         self.git = GitRepo(self.root)
         self.meta = os.path.join(self.root, META_DIR)
         if not os.path.isdir(self.meta):
@@ -123,17 +121,8 @@ class Store:
     def _require_store(self) -> None:
         """Refuse a git repository that is not a filemem store before writing anything in
         it (a fresh clone of a store is one: its filemem.yaml is committed)."""
-        try:
-            head = self.git.head()
-            has_config = head is not None and \
-                CONFIG_FILE in self.git.read_tree(self.git.commit(head).tree)
-        except (GitError, KeyError, OSError):
-            has_config = False
-        if not has_config:
-            raise errors.StoreNotFound(
-                f"{self.root} is a git repository but not a filemem store (no {CONFIG_FILE} "
-                "committed); use another folder or create a store with `filemem init`"
-            )
+        if not create.holds_store(self.git):
+            raise create.not_a_store(self.root)
 
     @classmethod
     def create(cls, root: str | os.PathLike[str]) -> Store:
