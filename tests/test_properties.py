@@ -60,7 +60,7 @@ def test_codec_round_trip(entry: Entry) -> None:
     decoded = decode(data)
     assert decoded.entry == entry
     assert decoded.canonical
-    assert data.split(b"\n---\n", 1)[1] == entry.text.encode("utf-8")
+    assert data.split(b"\n---\n", 1)[1] == entry.text.encode("utf-8") + b"\n"
     assert encode(decoded.entry) == data
 
 
@@ -91,7 +91,7 @@ def test_replace_of_a_hand_made_file_keeps_extras(old: Entry, new: Entry) -> Non
     decoded = decode(out)
     assert decoded.entry == new
     assert decoded.extras == ("name", "description", "metadata")
-    assert out.split(b"\n---\n", 1)[1] == new.text.encode("utf-8")
+    assert out.split(b"\n---\n", 1)[1] == new.text.encode("utf-8") + b"\n"
     assert b"# kept by hand\n" in out
 
 
