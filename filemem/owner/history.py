@@ -158,7 +158,9 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
                   cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries."""
+    and what it did to entries. A row about a file written before entry files had a final
+    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
+    so the replay that follows agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
