@@ -121,7 +121,8 @@ def _status_line(change: Any) -> str:
 @command
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
-    added and deleted entries, and why a file could not be adopted."""
+    added and deleted entries, and why a file could not be adopted. Editors' swap, backup
+    and temporary files (.x.md.swp, 4913, x.md~, ...) are not entries and are skipped."""
     with open_owner(store_path) as owner:
         changes = owner.status()
     if as_json:
@@ -158,7 +159,9 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     """Commit your edits of the files at PATHS (default: all) so agents see them.
 
     Shows the diff and asks (default No). Each file is validated; a file you wrote from
-    scratch gets an id and front-matter. One commit, with an `edit` audit row per file.
+    scratch gets an id and front-matter. The text is what you typed: the final newline an
+    editor adds is the file's, and a file saved with CRLF line ends throughout is read as
+    LF. One commit, with an `edit` audit row per file.
     """
     import sys
 
@@ -194,11 +197,19 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
 @command
 def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
     """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
-    back as committed, and files you added are deleted. Asks first (default No)."""
+    back as committed, and files you added are deleted (editors' swap, backup and temporary
+    files are left alone). Asks first (default No)."""
     import sys
 
     with open_owner(store_path) as owner:
         changes = owner.changes(paths or None)
+        if not changes:  # nothing at all (named paths without a change are an error above)
+            if as_json:
+                emit_json([])
+            else:
+                click.echo("Nothing to discard: the working tree matches the memory agents "
+                           "see.")
+            return
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
