@@ -145,7 +145,8 @@ def status(store_path: str | None, as_json: bool) -> None:
     invalid (with git itself) come first, each with the commit that brought it and how to
     mend it: until then agents' memory reads and writes fail. Also says when a git
     merge, rebase, cherry-pick, revert, `git am` or bisect is unfinished in the store (on
-    stderr with --json), and how to finish or undo it."""
+    stderr with --json), and how to finish or undo it. Editors' swap, backup and
+    temporary files (.x.md.swp, 4913, x.md~, ...) are not entries and are skipped."""
     with open_owner(store_path) as owner:
         found = owner.git_operation()
         changes = owner.status()
@@ -193,7 +194,7 @@ def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
     bad = owner.invalid()
     click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
         f" {len(bad)} file(s) committed at HEAD are invalid; `filemem status` shows each "
-        "and how to mend it." if bad else ""), err=True)
+        "and how to mend it." if bad else ""))
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -217,7 +218,9 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     """Commit your edits of the files at PATHS (default: all) so agents see them.
 
     Shows the diff and asks (default No). Each file is validated; a file you wrote from
-    scratch gets an id and front-matter. One commit, with an `edit` audit row per file.
+    scratch gets an id and front-matter. The text is what you typed: the final newline an
+    editor adds is the file's, and a file saved with CRLF line ends throughout is read as
+    LF. One commit, with an `edit` audit row per file.
     """
     import sys
 
@@ -257,7 +260,8 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
 @command
 def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
     """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
-    back as committed, and files you added are deleted. Asks first (default No)."""
+    back as committed, and files you added are deleted (editors' swap, backup and temporary
+    files are left alone). Asks first (default No)."""
     import sys
 
     with open_owner(store_path) as owner:

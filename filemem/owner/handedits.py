@@ -35,6 +35,7 @@ from filemem.files.layout import (
     TOP_FILES,
     entry_path,
     id_from_path,
+    is_editor_file,
     is_entry_path,
     key_dir,
 )
@@ -141,8 +142,9 @@ def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None
 
 
 def _working_files(store: Store) -> set[str]:
-    """Files under the track folders of the working tree, except temp files and what git
-    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file)."""
+    """Files under the track folders of the working tree, except temp files, editors' files
+    (:data:`~filemem.files.layout.EDITOR_FILES`) and what git ignores (``.gitignore``,
+    ``.git/info/exclude``, the global excludes file)."""
     from dulwich.ignore import IgnoreFilterManager
 
     root = store.root
@@ -155,7 +157,8 @@ def _working_files(store: Store) -> set[str]:
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             for name in files:
                 path = f"{rel}/{name}"
-                if name.endswith(worktree.TMP_SUFFIX) or ignored.is_ignored(path):
+                if name.endswith(worktree.TMP_SUFFIX) or is_editor_file(path) \
+                        or ignored.is_ignored(path):
                     continue
                 found.add(path)
     return found
@@ -386,6 +389,10 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None,
                 break
         if found is None and all(os.path.relpath(r, root).startswith("..") for r in readings):
             raise errors.invalid_input(f"{p} is not inside the store {root}")
+        if found is None and is_editor_file(p.replace(os.sep, "/")):
+            raise errors.invalid_input(
+                f"{p} is an editor's swap, backup or temporary file, not an entry: filemem "
+                "leaves it alone; delete it yourself once no editor has the file open")
         picked += [c for c in found or () if c not in picked]
     if not picked:
         given = {os.path.relpath(full, root).replace(os.sep, "/") for p in paths

@@ -161,19 +161,26 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
                   cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries."""
+    and what it did to entries. A row about a file written before entry files had a final
+    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
+    so the replay that follows agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
     deleted: dict[str, Entry] = {}
     others: list[str] = []
     unreadable_deleted: list[str] = []
+    files: dict[str, str] = {}  # entry id -> the blob its row speaks of (new, else old)
     for path, old, new in changes:
         if not is_entry_path(path):
             others.append(path)
             continue
         before = _decoded(store, old, cache) if old else None
         after = _decoded(store, new, cache) if new else None
+        if before is not None and old is not None:
+            files.setdefault(before.id, old)
+        if after is not None and new is not None:
+            files[after.id] = new
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
             continue
@@ -189,6 +196,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     claimed: set[str] = set()
     actions = {r["action"] for r in rows}
     done = Changes(added, modified, deleted)
+    rows[:] = [_as_read_now(store, r, files.get(str(r.get("entryId") or ""))) for r in rows]
     for r in rows:
         action, eid = r["action"], r.get("entryId")
         rule = ROW_RULES.get(action)
@@ -213,6 +221,20 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
         if not (("init" in actions and not info.parents) or path in named):
             problems.append(f"{path} changed without an audit row naming it")
     return problems, done
+
+
+def _as_read_now(store: Store, r: AuditRow, blob: str | None) -> AuditRow:
+    """``r`` with the text its file reads as today, where the file was written before entry
+    files had a final newline and its text ended in one (see :func:`codec.legacy_text`):
+    the row recorded the text that was approved, and the same bytes now read as that text
+    without its last newline. Any other row as it is."""
+    text = r.get("text")
+    if blob is None or not isinstance(text, str) or not text.endswith("\n"):
+        return r
+    data = store.git.read_blob(blob)
+    if codec.legacy_text(data) != text:
+        return r
+    return {**r, "text": codec.decode(data).entry.text}
 
 
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
