@@ -233,7 +233,7 @@ def test_repair_commands_work_on_a_store_with_a_bad_commit(tmp_path: Path) -> No
     for verb in ("adopt", "discard"):
         out = run_cli(verb, "--yes", store=store)
         assert out.returncode == 0, out.stderr
-        assert f"Nothing to {verb}" in out.stderr and "`filemem status`" in out.stderr
+        assert f"Nothing to {verb}" in out.stdout and "`filemem status`" in out.stdout
     # adopting the bad file before it is fixed says it is unchanged, and what mends it
     out = run_cli("adopt", "--yes", str(store / bad), store=store)
     assert out.returncode == 1
