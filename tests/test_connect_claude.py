@@ -354,6 +354,23 @@ def test_without_claude_disconnect_restores_every_file_byte_for_byte(bare: Box) 
     assert sorted(p.name for p in bare.project.iterdir()) == []
 
 
+def test_a_hook_group_shared_with_the_persons_handlers_keeps_theirs(bare: Box) -> None:
+    theirs = {"type": "command", "command": "direnv export json > /dev/null"}
+    old_ours = {"type": "command", "timeout": 5,
+                "command": "'/old venv/bin/filemem' hook claude-code session-start --agent x"}
+    bare.settings.parent.mkdir()
+    bare.settings.write_text(json.dumps({"hooks": {"SessionStart": [
+        {"matcher": "startup", "hooks": [theirs, old_ours]}]}}, indent=2))
+    ok(bare.filemem("connect", "claude-code", with_claude=False))
+    groups = json.loads(bare.settings.read_text())["hooks"]["SessionStart"]
+    assert len(groups) == 1 and groups[0]["matcher"] == "startup"  # replaced in place
+    assert groups[0]["hooks"][0] == theirs
+    assert groups[0]["hooks"][1]["command"].startswith(f"{FILEMEM} hook claude-code")
+    ok(bare.filemem("disconnect", "claude-code", with_claude=False))
+    assert json.loads(bare.settings.read_text()) == {"hooks": {"SessionStart": [
+        {"matcher": "startup", "hooks": [theirs]}]}}
+
+
 def test_a_linked_settings_file_is_written_through_the_link(bare: Box) -> None:
     dotfiles = bare.home / "dotfiles" / "claude-settings.json"
     dotfiles.parent.mkdir()
@@ -375,6 +392,8 @@ def test_a_linked_settings_file_is_written_through_the_link(bare: Box) -> None:
     ("settings", '{"hooks": {"SessionStart": {"hooks": []}}}',
      '"hooks.SessionStart" is a JSON object, not an array'),
     ("settings", '{"hooks": [1]}', '"hooks" is a JSON array, not an object'),
+    ("settings", '{"hooks": {"SessionStart": null}}', '"hooks.SessionStart" is a JSON null'),
+    ("state", '{"mcpServers": null}', '"mcpServers" is a JSON null, not an object'),
     ("settings", '{"model": "a", "model": "b"}', 'the key "model" appears twice'),
     ("settings", '{"n": NaN}', "NaN is not JSON"),
     ("settings", '["not", "an", "object"]', "holds a JSON array, not an object"),
@@ -457,13 +476,13 @@ def test_a_connect_that_cannot_write_the_hook_undoes_the_server(box: Box,
                              "claude-code"], cwd=box.project, capture_output=True, text=True,
                             env=box.env(with_claude=with_claude), timeout=180)
     assert failed.returncode == 1, failed.stderr
-    assert "CONFIG_UNWRITABLE" in failed.stderr and "No space left on device" in failed.stderr
-    assert "the MCP server registration made before it was undone" in failed.stderr
     assert box.settings.read_bytes() == b'{\n  "model": "opus"\n}'
     if with_claude:
         assert "filemem" not in json.loads(box.state.read_text()).get("mcpServers", {})
     else:
         assert before is None and not box.state.exists()
+    assert "CONFIG_UNWRITABLE" in failed.stderr and "No space left on device" in failed.stderr
+    assert "the MCP server registration made before it was undone" in failed.stderr
 
 
 # ---------------------------------------------------------------- Claude Code's auto-memory

@@ -175,7 +175,7 @@ class Change:
 
 def _object(doc: dict[str, Any], key: str, f: JsonFile, where: str) -> dict[str, Any] | None:
     value = doc.get(key)
-    if value is not None and not isinstance(value, dict):
+    if key in doc and not isinstance(value, dict):
         raise jsonconfig.invalid(f.path, f'"{where}" is a JSON {jsonconfig.json_type(value)}, '
                                          "not an object")
     return value
@@ -188,7 +188,7 @@ def servers_of(f: JsonFile) -> dict[str, Any]:
 def _groups(doc: dict[str, Any], f: JsonFile) -> list[Any] | None:
     hooks = _object(doc, "hooks", f, "hooks")
     groups = None if hooks is None else hooks.get(EVENT)
-    if groups is not None and not isinstance(groups, list):
+    if hooks is not None and EVENT in hooks and not isinstance(groups, list):
         raise jsonconfig.invalid(f.path, f'"hooks.{EVENT}" is a JSON '
                                          f"{jsonconfig.json_type(groups)}, not an array")
     return groups
