@@ -566,3 +566,34 @@ def test_auto_memory_folder_is_the_one_claude_code_uses(box: Box,
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     assert [Path(auto_memory_dir(str(sub))).parent.name] == made
     assert made == [project_slug(str(repo))]
+
+
+def test_the_ledger_finds_a_sessions_snapshot_row_wherever_it_lies(tmp_path: Path) -> None:
+    """The row a resumed session gets back, in a ledger of several MiB: across the reader's
+    1 MiB chunk boundaries, behind torn lines and other sessions' rows."""
+    from filemem.store.auditlog import Ledger, row
+
+    ledger = Ledger(str(tmp_path))
+    assert ledger.last_row("snapshot", "s") is None  # no ledger yet
+    big = "x" * 300_000
+
+    def append(action: str, sid: str, text: str) -> None:
+        r = row(action, text=text, outcome="ok", session_id=sid)
+        r["seq"], r["ts"] = 1, 1
+        ledger.append([r])
+
+    for i in range(12):
+        append("snapshot", f"other-{i}", big)
+        append("recalled", "s", f"not a snapshot {i}")  # same session, other action
+        if i == 4:
+            append("snapshot", "s", f"first {big}")
+        if i == 9:
+            append("snapshot", "s", f"newest é 🚀 {big}")
+            with open(ledger.path, "ab") as f:
+                f.write(b'{"seq":1,"action":"snapshot","sessionId":"s"')  # torn, no newline
+    assert os.path.getsize(ledger.path) > 3 * 1024 * 1024
+    found = ledger.last_row("snapshot", "s")
+    assert found is not None and found["text"] == f"newest é 🚀 {big}"
+    assert ledger.last_row("snapshot", "other-0") is not None
+    assert ledger.last_row("snapshot", "nobody") is None
+    assert ledger.last_row("snapshot", 's","x') is None  # an id is matched whole
