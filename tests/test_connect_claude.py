@@ -262,6 +262,22 @@ def test_the_hook_gives_claude_code_the_recorded_snapshot_byte_for_byte(box: Box
     assert f"- {hostile}" in context
 
 
+def test_a_store_path_with_spaces_and_quotes_reaches_both_commands(box: Box) -> None:
+    store = box.home / "my memory's \"store\" $HOME"
+    ok(box.filemem("init", str(store)))
+    ok(box.filemem("add", "--yes", "--store", str(store), "--scope", "user-global", "--",
+                   "Lives in an odd folder"))
+    ok(box.filemem("connect", "claude-code", "--store", str(store), "--no-import"))
+    out = run_hook(box, session_start_input(box, "odd-1"))
+    assert out.returncode == 0, out.stderr
+    assert b"Lives in an odd folder" in out.stdout
+    with filemem.open_store(store) as p:
+        assert [r["sessionId"] for r in p.audit_list(10) if r["action"] == "snapshot"] == \
+            ["odd-1"]
+    listed = ok(box.run_claude("mcp", "list"))
+    assert "Connected" in listed and "--store" in listed
+
+
 def test_a_resumed_or_compacted_session_keeps_its_frozen_snapshot(box: Box) -> None:
     add(box, "Uses fish as the shell", "--scope", "user-global")
     ok(box.filemem("connect", "claude-code", "--no-import"))
