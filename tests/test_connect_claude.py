@@ -278,6 +278,24 @@ def test_a_store_path_with_spaces_and_quotes_reaches_both_commands(box: Box) -> 
     assert "Connected" in listed and "--store" in listed
 
 
+def test_a_snapshot_too_long_for_claude_codes_prompt_is_sent_whole_and_flagged(
+        box: Box) -> None:
+    for track, scope, size in (("user", "user-global", 1900), ("user", "workspace", 1900),
+                               ("agent", "user-global", 3900), ("agent", "workspace", 3900)):
+        add(box, f"{track} {scope} " + "é" * size, "--track", track, "--scope", scope,
+            "--workspace", str(box.project))
+    ok(box.filemem("connect", "claude-code", "--no-import"))
+    out = json.loads(run_hook(box, session_start_input(box, "long-1")).stdout)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert len(context) > 11_600 and context == box.rows()[0]["text"]  # never cut
+    assert f"snapshot is {len(context):,} characters" in out["systemMessage"]
+    small = box.filemem("remove", "--yes", "--track", "agent", "--scope", "user-global",
+                        "agent user-global")
+    ok(small)
+    assert "systemMessage" not in json.loads(
+        run_hook(box, session_start_input(box, "long-2")).stdout)
+
+
 def test_a_resumed_or_compacted_session_keeps_its_frozen_snapshot(box: Box) -> None:
     add(box, "Uses fish as the shell", "--scope", "user-global")
     ok(box.filemem("connect", "claude-code", "--no-import"))

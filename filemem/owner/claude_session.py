@@ -18,7 +18,9 @@ snapshot (workspace: the ``cwd`` Claude Code reports; agent: the one connect was
   the whole session. A session with no such row (the store was read-only then) gets a new
   snapshot, recorded as usual.
 
-An empty snapshot (nothing to show) prints nothing: Claude Code adds nothing.
+An empty snapshot (nothing to show) prints nothing: Claude Code adds nothing. A snapshot
+over 10,000 characters (Claude Code then gives the model a file with a preview instead)
+comes with a ``systemMessage`` telling the person so.
 
 **Auto-memory.** Claude Code keeps its own memory in
 ``<config>/projects/<project>/memory/``: ``<config>`` is ``~/.claude`` (or
@@ -97,7 +99,15 @@ def session_start(provider: Provider, raw: bytes, agent: str) -> tuple[bytes, st
         text = provider.snapshot({"id": sid, "header": {"cwd": cwd, "agentPreset": agent}})
     if not text:
         return b"", ""
-    out = {"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": text}}
+    out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": EVENT,
+                                                  "additionalContext": text}}
+    size = len(text.encode("utf-16-le")) // 2  # JavaScript's length, as Claude Code counts
+    if size > CONTEXT_MAX:
+        out["systemMessage"] = (
+            f"filemem: this session's memory snapshot is {size:,} characters; Claude Code "
+            f"gives the model hook text over {CONTEXT_MAX:,} characters as a file with a "
+            "preview. To keep it in the prompt, consolidate or remove memories "
+            "(`filemem budgets` shows each layer).")
     return (json.dumps(out, ensure_ascii=True) + "\n").encode("ascii"), text
 
 
