@@ -498,23 +498,27 @@ def test_a_connect_killed_before_the_hook_leaves_each_file_before_or_after(
     assert json.loads(box.settings.read_text())["model"] == "opus"
 
 
-@pytest.mark.parametrize("with_claude", [True, False])
-def test_a_connect_that_cannot_write_the_hook_undoes_the_server(box: Box,
-                                                                with_claude: bool) -> None:
-    box.settings.parent.mkdir(parents=True)
-    box.settings.write_bytes(b'{\n  "model": "opus"\n}')
+@pytest.mark.parametrize("with_claude,scope", [(True, "user"), (False, "user"),
+                                              (True, "project")])
+def test_a_connect_that_cannot_write_the_hook_undoes_the_server(box: Box, with_claude: bool,
+                                                                scope: str) -> None:
+    settings = box.settings if scope == "user" else box.project / ".claude" / "settings.json"
+    server_file = box.state if scope == "user" else box.project / ".mcp.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b'{\n  "model": "opus"\n}')
     if with_claude:
         ok(box.run_claude("mcp", "list"))  # Claude Code's own first-run bookkeeping
-    before = box.state.read_bytes() if box.state.exists() else None
+    before = server_file.read_bytes() if server_file.exists() else None
     failed = subprocess.run([sys.executable, "-c", DYING, "fail", str(FILEMEM), "connect",
-                             "claude-code"], cwd=box.project, capture_output=True, text=True,
+                             "claude-code", "--scope", scope], cwd=box.project,
+                            capture_output=True, text=True,
                             env=box.env(with_claude=with_claude), timeout=180)
     assert failed.returncode == 1, failed.stderr
-    assert box.settings.read_bytes() == b'{\n  "model": "opus"\n}'
-    if with_claude:
-        assert "filemem" not in json.loads(box.state.read_text()).get("mcpServers", {})
+    assert settings.read_bytes() == b'{\n  "model": "opus"\n}'
+    if with_claude and scope == "user":
+        assert "filemem" not in json.loads(server_file.read_text()).get("mcpServers", {})
     else:
-        assert before is None and not box.state.exists()
+        assert before is None and not server_file.exists()
     assert "CONFIG_UNWRITABLE" in failed.stderr and "No space left on device" in failed.stderr
     assert "the MCP server registration made before it was undone" in failed.stderr
 

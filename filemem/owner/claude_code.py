@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import shlex
 import subprocess
@@ -289,8 +290,6 @@ def run_claude(claude: str, args: list[str], cwd: str) -> None:
 
 
 def _json_arg(entry: dict[str, Any]) -> str:
-    import json
-
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -349,7 +348,8 @@ def connect(t: Target, claude: str | None) -> list[Change]:
         entry = _merged(current, want)
         via = ""
         if claude is not None:
-            if current is not None:
+            if current is not None:  # `claude` replaces nothing: remove, then add (a stop
+                # between the two leaves the server unregistered; connect again adds it)
                 run_claude(claude, ["mcp", "remove", SERVER, "--scope", t.scope], t.project)
             add = ["mcp", "add-json", "--scope", t.scope, SERVER, _json_arg(entry)]
             run_claude(claude, add, t.project)
@@ -391,6 +391,8 @@ def _undo(t: Target, claude: str | None, before: JsonFile, current: dict[str, An
             if current is not None:
                 run_claude(claude, ["mcp", "add-json", "--scope", t.scope, SERVER,
                                     _json_arg(current)], t.project)
+            elif t.scope == "project" and not servers_of(before).keys():
+                _tidy(t)
         except (OSError, errors.FilememError):
             pass  # the error that made us undo is the one to report
     return undo
