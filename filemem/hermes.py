@@ -45,9 +45,14 @@ from filemem.toolspec import (
     TAGS_DOC,
     TOOL_SOURCE,
     TRACK_DOC,
+    WRITE_METHODS,
+    ArgumentProblem,
     entry_out,
     error_object,
+    invalid_arguments,
     shape,
+    tool_name,
+    unknown_tool,
 )
 
 MIRROR_SOURCE: Final = "hermes"  # the source of the writes Hermes' own memory tool made
@@ -81,14 +86,17 @@ class Tool:
 
     @property
     def name(self) -> str:
-        return f"memory_{self.method}"
+        return tool_name(self.method)
+
+    def parameters(self) -> dict[str, Any]:
+        """Its arguments as a JSON Schema object."""
+        return {"type": "object", "properties": {k: dict(v) for k, v in self.args.items()},
+                "required": list(self.required), "additionalProperties": False}
 
     def schema(self) -> dict[str, Any]:
         """The tool in OpenAI's function format, as Hermes takes it."""
         return {"name": self.name, "description": self.description,
-                "parameters": {"type": "object", "properties": {k: dict(v) for k, v
-                                                               in self.args.items()},
-                               "required": list(self.required), "additionalProperties": False}}
+                "parameters": self.parameters()}
 
 
 TOOLS: Final = (
@@ -121,7 +129,8 @@ TOOLS: Final = (
     Tool("budgets", BUDGETS_DOC, {}),
 )
 BY_NAME: Final = {t.name: t for t in TOOLS}
-WRITES: Final = ("add", "replace", "remove", "consolidate")
+# the write tools as Hermes' model has them, which the snapshot's first line names
+WRITE_TOOL_NAMES: Final = tuple(t.name for t in TOOLS if t.method in WRITE_METHODS)
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -185,9 +194,14 @@ class HermesService:
         return tool_schemas()
 
     def prompt(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The frozen snapshot for the session (rendered once per session id, audited)."""
+        """The frozen snapshot for the session (rendered once per session id, audited), its
+        first line naming the write tools Hermes' model has. Nothing visible is ``''``, so
+        Hermes leaves the block out of its system prompt (as Claude Code's SessionStart hook
+        adds nothing): the tools' descriptions already say how to save, and a sentence that
+        there is nothing would sit in every empty session's prompt."""
         try:
-            return {"text": self.provider().snapshot(self.session(params))}
+            return {"text": self.provider().snapshot(self.session(params),
+                                                     tools=WRITE_TOOL_NAMES)}
         except Exception as exc:
             return {"text": "", **_failed("snapshot", exc)}
 
@@ -195,12 +209,11 @@ class HermesService:
         name, args = params.get("name"), params.get("args")
         tool = BY_NAME.get(name) if isinstance(name, str) else None
         if tool is None:
-            return _failed(str(name), errors.invalid_input(
-                f"unknown tool {name!r}; filemem's tools are " + ", ".join(BY_NAME)))
+            return _failed(str(name), errors.invalid_input(unknown_tool(name, BY_NAME)))
         try:
             args = self._arguments(tool, args)
             session = self.session(params)
-            if tool.method in WRITES:
+            if tool.method in WRITE_METHODS:
                 inp = {k: v for k, v in args.items() if v is not None}
                 inp.setdefault("track", "user")
                 inp.setdefault("scope", "workspace")
@@ -225,14 +238,12 @@ class HermesService:
             args = {}
         if not isinstance(args, dict):
             raise errors.invalid_input(f"{tool.name} takes an object of arguments")
-        unknown = sorted(set(args) - set(tool.args))
-        if unknown:
-            raise errors.invalid_input(
-                f"{tool.name} has no argument {', '.join(map(repr, unknown))}; it takes "
-                + (", ".join(tool.args) or "none"))
-        missing = [k for k in tool.required if args.get(k) is None]
-        if missing:
-            raise errors.invalid_input(f"{tool.name} needs {', '.join(missing)}")
+        found = [ArgumentProblem((k,), unknown=True) for k in args if k not in tool.args]
+        found += [ArgumentProblem((k,), missing=True) for k in tool.required
+                  if args.get(k) is None]
+        if found:  # said as filemem mcp says arguments that miss the schema
+            message, details = invalid_arguments(tool.name, tool.parameters(), found)
+            raise errors.ProtocolError(errors.INVALID_INPUT, message, details)
         return dict(args)
 
     def mirror(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import pytest
 
 import filemem
 from filemem.owner import hermes as connect_mod
+from filemem.toolspec import WRITE_TOOL_NAMES
 from tests.conftest import ROOT, run_cli
 from tests.hermes_agent import hermes_agent
 
@@ -279,6 +280,17 @@ def _req(rid: int, method: str, **params: Any) -> bytes:
     return json.dumps({"id": rid, "method": method, "params": params}).encode() + b"\n"
 
 
+def test_an_empty_snapshot_adds_nothing_to_the_system_prompt(tmp_path: Path) -> None:
+    """Nothing visible: the prompt block is '' (Hermes leaves it out), recorded as such."""
+    empty = tmp_path / "empty-store"
+    filemem.open_store(empty, create=True).close()
+    (answer,) = _hook(empty, [_req(1, "prompt", session={"id": "hermes-e", "cwd": "/x"})])
+    assert answer["result"] == {"text": ""}
+    with filemem.open_store(empty) as p:
+        (row,) = [r for r in p.audit_list(50) if r["action"] == "snapshot"]
+    assert row["text"] == "" and row["sessionId"] == "hermes-e"
+
+
 def test_the_channel_survives_hostile_requests_and_keeps_text_exact(store: Path) -> None:
     hostile = "line one\n\x1b[8mhidden\u2028\u202e\U0001f600 \u00a7\r\n"
     session = {"id": "hermes-s1", "cwd": "/home/ana/code/api"}
@@ -296,10 +308,18 @@ def test_the_channel_survives_hostile_requests_and_keeps_text_exact(store: Path)
     assert all("error" in a for a in answers[:3])
     assert "unknown method 'nope'" in answers[2]["error"]["message"]
     for a, why in ((answers[3], "unknown tool 'memory_rm'"),
-                   (answers[4], "has no argument 'source'"),
-                   (answers[5], "needs text")):
+                   (answers[4], "`source` is not one of its arguments"),
+                   (answers[5], "`text` is required (a string)")):
         assert a["result"]["ok"] is False and a["result"]["error"]["code"] == "INVALID_INPUT"
         assert why in a["result"]["error"]["message"]
+    # the words and details filemem mcp uses for arguments that miss the schema
+    assert answers[5]["result"]["error"]["message"].startswith(
+        "invalid arguments for memory_add: `text` is required (a string); fix them and call "
+        "memory_add again (its arguments: `text`, `track`, `scope`, `tags`)")
+    assert answers[5]["result"]["error"]["details"] == {"tool": "memory_add", "arguments": [
+        {"argument": "text", "expected": "a string", "missing": True}]}
+    assert answers[4]["result"]["error"]["details"]["arguments"] == [
+        {"argument": "source", "unknown": True}]
     staged = answers[6]["result"]["error"]
     assert staged["code"] == "WRITE_DENIED" and staged["details"]["outcome"] == "pending"
     assert "do not retry" in staged["hint"]
@@ -411,6 +431,10 @@ def test_hermes_finds_loads_and_uses_the_plugin(home: Path, store: Path, tmp_pat
     assert got["prompt"] == rows[0]["text"] == got["prompt_again"]
     assert "- Prefers concise answers" in got["prompt"] and "- Uses fish as the shell" in \
         got["prompt"]
+    # its first line names the write tools Hermes' model has (the plugin's)
+    assert got["prompt"].splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
+    assert set(WRITE_TOOL_NAMES) <= set(got["tools"])
     # a tool call reached filemem's gate: staged for the owner, not written
     assert got["add"]["ok"] is False
     assert got["add"]["error"]["details"]["outcome"] == "pending"
@@ -490,6 +514,10 @@ def test_a_whole_hermes_session(home: Path, store: Path, tmp_path: Path) -> None
         system = body["messages"][0]
         assert system["role"] == "system"
         assert row["text"] in system["content"]
+        # the tools the snapshot's first line names are the model's
+        names = {t["function"]["name"] for t in body["tools"]}
+        assert set(WRITE_TOOL_NAMES) <= names
+        assert all(n in row["text"].splitlines()[0] for n in WRITE_TOOL_NAMES)
         assert "- Prefers concise answers" in row["text"]
     assert {"memory_add", "memory_consolidate"} <= {t["function"]["name"]
                                                     for t in turns[0]["tools"]}

@@ -8,11 +8,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from mcp_types import CallToolResult, TextContent
+from mcp import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel
 
 from filemem import errors
-from filemem.toolspec import entry_out, error_object, shape
+from filemem.toolspec import entry_out, error_object, hint, shape
 
 log = logging.getLogger("filemem.mcp")
 
@@ -46,6 +47,24 @@ def failure(action: str, exc: BaseException) -> CallToolResult:
         return error_result(action, errors.NO_STORE, str(exc))
     log.error("filemem mcp: memory_%s failed", action, exc_info=exc)
     return error_result(action, "INTERNAL_ERROR", f"memory {action} failed: {exc}")
+
+
+def request_error(what: str, exc: BaseException) -> MCPError:
+    """A failure of a request that has no tool result to carry it (``resources/read``,
+    ``prompts/get``): a JSON-RPC error whose message says what failed and why, and whose
+    data has the protocol code, the details and the hint a tool error would carry."""
+    if isinstance(exc, errors.FilememError):
+        code, message, details = exc.code, exc.message, dict(exc.details)
+    elif isinstance(exc, (FileExistsError, PermissionError)):
+        code, message, details = errors.NO_STORE, str(exc), {}
+    else:
+        log.error("filemem mcp: %s failed", what, exc_info=exc)
+        code, message, details = "INTERNAL_ERROR", str(exc), {}
+    data: dict[str, Any] = {"code": code, "details": details}
+    advice = hint(code, details)
+    if advice:
+        data["hint"] = advice
+    return MCPError(INTERNAL_ERROR, f"{what} failed: {code}: {message}", data)
 
 
 class EntryOut(BaseModel):
@@ -129,4 +148,4 @@ class BudgetsResult(_Result):
     budgets: list[UsageOut] | None = None
 
 
-__all__ = ["entry_out", "error_result", "failure", "ok_result", "shape"]
+__all__ = ["entry_out", "error_result", "failure", "ok_result", "request_error", "shape"]

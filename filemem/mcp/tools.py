@@ -39,6 +39,7 @@ from filemem.toolspec import (
     TOOL_SOURCE,
     TRACK_DOC,
     entry_out,
+    tool_name,
 )
 from filemem.types import QueryResult as ProtocolQuery
 
@@ -88,7 +89,7 @@ class WriteTool:
 
     @property
     def name(self) -> str:
-        return f"memory_{self.method}"
+        return tool_name(self.method)
 
 
 def _layer(args: Mapping[str, Any]) -> dict[str, Any]:
