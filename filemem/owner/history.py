@@ -10,6 +10,12 @@ changes it to that text and the next version, a ``remove`` deletes it, a denial 
 nothing, ...), every row's claim holds, the replayed entries equal the entries at HEAD,
 and every entry at HEAD is valid. Commits made outside filemem (a person's own ``git
 commit``, a merge) are reported as such, not failed; replay continues from their tree.
+
+History is a graph, not a line: each commit is replayed from its first parent's replay,
+so the two lines a ``filemem sync`` merge joins are each replayed on their own. A sync
+merge's tree is recomputed from its two parents (:func:`filemem.owner.merge.check_commit`);
+when it matches, the replay takes the merge's changes as they are, and the merged-in
+line's replay must agree with that parent's entries.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from filemem.files.codec import CodecError
 from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import id_from_path, is_entry_path
 from filemem.model import Entry
-from filemem.ops.base import Changes
+from filemem.ops.base import Changes, Replayed
 from filemem.owner import handedits, merge
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
@@ -138,13 +144,6 @@ class Report:
                 "entriesAtHead": self.entries, "problems": self.problems}
 
 
-class _Replay:
-    """The entries the audited history has produced so far: id -> (text, version)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, tuple[str, int]] = {}
-
-
 def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
     if blob not in cache:
         try:
@@ -212,41 +211,120 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     return problems, done
 
 
-def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
+def _apply(entries: Replayed, store: Store,
+           changes: list[tuple[str, str | None, str | None]],
            cache: dict[str, Entry | None]) -> list[str]:
-    """Take a commit made outside filemem as it is; returns the audited entries it drops."""
-    before_ids = set(replay.entries)
+    """Take a commit made outside filemem (or a sync merge, whose tree verify recomputed)
+    as it is; returns the entries it drops."""
+    before_ids = set(entries)
     for path, old, new in changes:
         if not is_entry_path(path):
             continue
         if old is not None:
             before = _decoded(store, old, cache)
-            if before is not None and replay.entries.get(before.id) is not None:
-                replay.entries.pop(before.id, None)
+            if before is not None and entries.get(before.id) is not None:
+                entries.pop(before.id, None)
         if new is not None:
             after = _decoded(store, new, cache)
             if after is not None:
-                replay.entries[after.id] = (after.text, after.version)
-    return sorted(before_ids - set(replay.entries))
+                entries[after.id] = (after.text, after.version)
+    return sorted(before_ids - set(entries))
 
 
-def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
+def _apply_rows(entries: Replayed, rows: list[AuditRow], done: Changes) -> None:
     """Replay a filemem commit from its audit rows (an edit takes the file's version)."""
     for r in rows:
         rule = ROW_RULES.get(r["action"])
         if rule is not None:
-            rule.replay(r, replay.entries, done)
+            rule.replay(r, entries, done)
+
+
+class _Branches:
+    """The entries the audited history has produced, per commit: each commit's replay
+    starts from its first parent's, so two lines of history merged by a sync are replayed
+    each on its own. A commit's entries are kept only while a child still needs them."""
+
+    def __init__(self, commits: list[CommitInfo]) -> None:
+        self.waiting: dict[str, int] = {}
+        for info in commits:
+            for parent in info.parents:
+                self.waiting[parent] = self.waiting.get(parent, 0) + 1
+        self.done: dict[str, Replayed] = {}
+
+    def start(self, info: CommitInfo) -> Replayed:
+        """The entries a commit starts from: its first parent's (a copy if another child
+        still needs them)."""
+        if not info.parents:
+            return {}
+        first = info.parents[0]
+        self.waiting[first] -= 1
+        if self.waiting[first] == 0:
+            return self.done.pop(first, {})
+        return dict(self.done.get(first, {}))
+
+    def peek(self, sha: str) -> Replayed:
+        """What the history gave at ``sha``, a parent of the commit being replayed."""
+        return self.done.get(sha, {})
+
+    def finish(self, info: CommitInfo, entries: Replayed) -> None:
+        """Keep a commit's entries for its children; release its other parents'."""
+        for other in info.parents[1:]:
+            self.waiting[other] -= 1
+            if self.waiting[other] == 0:
+                self.done.pop(other, None)
+        if self.waiting.get(info.sha, 0) > 0:
+            self.done[info.sha] = entries
+
+
+def _tree_entries(store: Store, tree: str, cache: dict[str, Entry | None]) -> Replayed:
+    out: Replayed = {}
+    for path, _mode, blob in store.git.walk(tree):
+        if is_entry_path(path):
+            entry = _decoded(store, blob, cache)
+            if entry is not None:
+                out[entry.id] = (entry.text, entry.version)
+    return out
+
+
+def _mismatch(where: str, at: Replayed, replayed: Replayed,
+              paths: dict[str, str]) -> str | None:
+    """The problem when the entries of a commit (``at``) are not what replaying the
+    audited history gave (``replayed``), with the entries named and the way to look and
+    repair; None if they agree."""
+    if at == replayed:
+        return None
+    extra = sorted(at.keys() - replayed.keys())
+    missing = sorted(replayed.keys() - at.keys())
+    differ = sorted(k for k in at.keys() & replayed.keys() if at[k] != replayed[k])
+    named = [f"{k} is version {at[k][1]} at {where} but version {replayed[k][1]} in the "
+             "audited history" if at[k][1] != replayed[k][1] else
+             f"{k} has another text at {where} than in the audited history" for k in differ[:3]]
+    named += [f"{k} is at {where} without an audit row adding it" for k in extra[:3]]
+    named += [f"{k} was deleted without an audit row removing it" for k in missing[:3]]
+    first = (differ + extra + missing)[:1]
+    look = (f"`git log -p -- {paths[first[0]]}` shows the commits that changed that file"
+            if first and first[0] in paths else
+            "`git log -p` shows the commits that changed the entries")
+    if first:
+        look += f", and `filemem log --entry {first[0][:8]}` its audited versions"
+    return (f"replaying history does not give the entries at {where} ({len(extra)} extra, "
+            f"{len(missing)} missing, {len(differ)} differ: {'; '.join(named)}). "
+            f"{look}. To undo a change made without filemem, `git revert <that commit>`; "
+            "to keep it, write the text "
+            "you want with `filemem replace` (a new audited version)")
 
 
 def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
     """Replay the whole history; a :class:`Report` (``ok`` False on any real problem)."""
     report = Report()
-    replay = _Replay()
     cache: dict[str, Entry | None] = {}
     commits = commits_oldest_first(store)
+    branches = _Branches(commits)
     total = len(commits)
+    entries: Replayed = {}
     for i, info in enumerate(commits):
         report.commits += 1
+        entries = branches.start(info)
         parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
         changes = list(store.git.diff(parent_tree, info.tree))
         try:
@@ -255,33 +333,41 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
             report.problems.append({"commit": info.sha, "problem":
                                     f"audit trailers do not parse: {exc}"})
             rows = []
-        if len(info.parents) > 1:
+        merging = len(info.parents) > 1
+        if merging:
             report.merges += 1
-        if rows is None or (len(info.parents) > 1 and not rows):
+        if rows is None or (merging and not rows):
             report.external.append({"commit": info.sha,
                                     "subject": info.message.split("\n", 1)[0]})
-        elif len(info.parents) > 1:
+            _external(store, info, entries, branches, changes, cache, report)
+        elif merging:
             report.filemem_commits += 1
             report.rows += len(rows)
-            for problem in merge.check_commit(store.git, info, rows):
+            problems = merge.check_commit(store.git, info, rows)
+            for problem in problems:
                 report.problems.append({"commit": info.sha, "problem": problem})
+            if not problems:  # the other line of history, replayed on its own, must agree
+                for other in info.parents[1:]:
+                    other_tree = store.git.commit(other).tree
+                    found = _mismatch(f"commit {other[:12]} (merged by {info.sha[:12]})",
+                                      _tree_entries(store, other_tree, cache),
+                                      branches.peek(other), {})
+                    if found is not None:
+                        report.problems.append({"commit": other, "problem": found})
+            _apply(entries, store, changes, cache)  # the recomputed merge: take its tree
         else:
             report.filemem_commits += 1
             report.rows += len(rows)
             problems, done = _check_commit(store, info, rows, changes, cache)
-            for problem in problems:
-                report.problems.append({"commit": info.sha, "problem": problem})
-            _apply_rows(replay, rows, done)
-            if progress is not None:
-                progress(i + 1, total)
-            continue
-        dropped = _apply(replay, store, changes, cache)  # outside filemem: take its tree
-        if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-            report.problems.append({"commit": info.sha, "problem": (
-                f"this commit, made outside filemem, removes {len(dropped)} audited "
-                f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
-                "did not mean to delete them, `git revert " + info.sha[:12] + "` brings them "
-                "back (to delete entries on purpose, delete their files and `filemem adopt`)")})
+            sha = info.sha[:12]
+            for problem in problems:  # trailers that do not match the commit: not filemem's
+                report.problems.append({"commit": info.sha, "problem": (
+                    f"{problem} (`git show {sha}` shows the commit: its audit rows do not "
+                    "describe what it changed, so it was made or altered outside filemem. "
+                    f"`git revert {sha}` undoes its change; this finding stays in the "
+                    "report as the record of that commit)")})
+            _apply_rows(entries, rows, done)
+        branches.finish(info, entries)
         if progress is not None:
             progress(i + 1, total)
     state = store.state()
@@ -289,11 +375,25 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
     for path, reason in sorted(state.corrupt.items()):
         report.problems.append({"commit": state.head, "problem": f"{path}: {reason}"})
     at_head = {e.id: (e.text, e.version) for e in state.entries.values()}
-    if at_head != replay.entries:
-        missing = at_head.keys() ^ replay.entries.keys()
-        differ = [k for k in at_head.keys() & replay.entries.keys()
-                  if at_head[k] != replay.entries[k]]
-        report.problems.append({"commit": state.head, "problem":
-                                f"replaying history does not give the entries at HEAD "
-                                f"({len(missing)} missing or extra, {len(differ)} differ)"})
+    found = _mismatch("HEAD", at_head, entries, dict(state.paths))
+    if found is not None:
+        report.problems.append({"commit": state.head, "problem": found})
     return report
+
+
+def _external(store: Store, info: CommitInfo, entries: Replayed, branches: _Branches,
+              changes: list[tuple[str, str | None, str | None]],
+              cache: dict[str, Entry | None], report: Report) -> None:
+    """A commit made outside filemem is taken as it is; audited entries it deletes are
+    reported, unless another parent of a merge (a `git pull`) had already removed them."""
+    dropped = _apply(entries, store, changes, cache)
+    for other in info.parents[1:]:
+        theirs = branches.peek(other)
+        dropped = [k for k in dropped if k in theirs]
+    if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
+        revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
+        report.problems.append({"commit": info.sha, "problem": (
+            f"this commit, made outside filemem, removes {len(dropped)} audited "
+            f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
+            f"did not mean to delete them, `{revert}` brings them back (to delete "
+            "entries on purpose, delete their files and `filemem adopt`)")})
