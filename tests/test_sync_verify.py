@@ -279,3 +279,37 @@ def test_a_head_that_replay_does_not_give_names_the_entry_and_the_way_out(
     assert f"`filemem log --entry {eid[:8]}`" in problem
     assert "`git revert <that commit>`" in problem and "`filemem replace`" in problem
     assert os.path.exists(path)
+
+
+@pytest.mark.parametrize("config", ["kept local", "something else"])
+def test_a_merge_as_an_earlier_filemem_made_it_still_verifies(m: Machines, tmp_path: Path,
+                                                              config: str) -> None:
+    """Before filemem.yaml was merged key by key (and against the stores' common creation),
+    joining two stores kept the local filemem.yaml whole, with a sync-conflict row saying
+    so. Such merges stay valid history; a merge whose file is anything else is not."""
+    from filemem.owner import merge as fmerge
+    from filemem.store.auditlog import row
+
+    cfg = m.a_path / "filemem.yaml"
+    cfg.write_text(cfg.read_text().replace("userGlobal: 2000", "userGlobal: 5000"))
+    git(m.a_path, "commit", "-qm", "budgets", "filemem.yaml")
+    fsync.sync(m.a.store)
+    with filemem.open_store(tmp_path / "C", create=True, write_policy="auto") as c:
+        add(c, "from C")
+        remote = fremotes.add_remote(c.store, "origin", str(m.remote))
+        theirs = fremotes.fetch(c.store.git, remote, None)
+        assert theirs is not None
+        with c.store.transaction() as txn:
+            plan = fmerge.plan_merge(c.store.git, txn.state.head, "origin", None, theirs,
+                                     alike=False)
+            changes = dict(plan.changes)
+            if config == "something else":
+                changes["filemem.yaml"] = (tmp_path / "C" / "filemem.yaml").read_bytes() \
+                    .replace(b"language: en", b"language: zh")
+            kept = fmerge.Conflict("file", "filemem.yaml", "local", "filemem.yaml changed on "
+                                   "both sides and the changes overlap: kept the local version")
+            merge = txn.commit_files(changes, rows=[
+                row("sync-merge", source="filemem", outcome="merged origin/main"), kept.row()],
+                subject="sync-merge origin/main: 2 commits", parents=[theirs])
+        found = [x for x in problems(c) if x["commit"] == merge]
+        assert (found == []) is (config == "kept local"), found

@@ -180,16 +180,16 @@ class _Merger:
     """Builds the entry-level merge of ``theirs`` into the local state (see module doc)."""
 
     def __init__(self, git: GitRepo, ours: str, remote: str, theirs: str,
-                 keep_config: Prefer | None) -> None:
+                 keep_config: Prefer | None, alike: bool = True) -> None:
         self.git, self.remote, self.theirs = git, remote, theirs
         self.ours, self.ours_tree = ours, git.commit(ours).tree
-        self.keep_config = keep_config
+        self.keep_config, self.alike = keep_config, alike
         self.plan = Plan()
         self.created: dict[str, str] = {}  # path -> blob both stores were created with
 
     def run(self, base: str | None) -> Plan:
         base_tree = self.git.commit(base).tree if base else None
-        if base is None:
+        if base is None and self.alike:
             self.created = created_alike(self.git, self.ours, self.theirs)
         ours = _side(self.git, base_tree, self.ours_tree, "the local branch")
         theirs = _side(self.git, base_tree, self.git.commit(self.theirs).tree,
@@ -376,11 +376,13 @@ def merge_changes(git: GitRepo, ours: str, theirs: str,
 
 
 def plan_merge(git: GitRepo, ours: str, remote: str, base: str | None, theirs: str,
-               keep_config: Prefer | None = None) -> Plan:
+               keep_config: Prefer | None = None, *, alike: bool = True) -> Plan:
     """The merge of commit ``theirs`` (from the remote named ``remote``, as conflict
     messages call it) into commit ``ours``, given their merge base; ``keep_config``
-    decides the keys of ``filemem.yaml`` both sides changed differently."""
-    return _Merger(git, ours, remote, theirs, keep_config).run(base)
+    decides the keys of ``filemem.yaml`` both sides changed differently. ``alike``
+    False: no common creation as base for unrelated histories (how filemem merged
+    before; for ``filemem verify`` of such merges)."""
+    return _Merger(git, ours, remote, theirs, keep_config, alike).run(base)
 
 
 def _matches(git: GitRepo, ours_tree: str, changes: dict[str, bytes | None],
@@ -403,6 +405,29 @@ def _matches(git: GitRepo, ours_tree: str, changes: dict[str, bytes | None],
     return differ
 
 
+def _merges(git: GitRepo, ours: str, theirs: str,
+            rows: list[AuditRow]) -> list[dict[str, bytes | None]]:
+    """Every merge ``filemem sync`` may have made of these two commits: this version's,
+    with each ``keep_config`` choice when keys of ``filemem.yaml`` conflict; and, as
+    earlier versions made it, without the common creation as base for unrelated histories,
+    and keeping the local ``filemem.yaml`` whole when a ``sync-conflict`` row says so."""
+    base = merge_base(git, ours, theirs)
+    kept_local = any(r["action"] == "sync-conflict" and r.get("text") == CONFIG_FILE
+                     for r in rows)
+    keeps: tuple[Prefer, ...] = ("local", "remote")
+    out: list[dict[str, bytes | None]] = []
+    for alike in ((True, False) if base is None else (True,)):
+        plan = plan_merge(git, ours, "remote", base, theirs, alike=alike)
+        if plan.config_conflicts:
+            out += [plan_merge(git, ours, "remote", base, theirs, keep, alike=alike).changes
+                    for keep in keeps]
+        else:
+            out.append(plan.changes)
+        if kept_local:
+            out.append({p: d for p, d in plan.changes.items() if p != CONFIG_FILE})
+    return out
+
+
 def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
     """``filemem verify`` of a merge commit: its rows are one ``sync-merge`` (and its
     conflicts), and its tree is exactly the merge of its two parents, recomputed (with the
@@ -419,18 +444,15 @@ def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[s
     ours, theirs = info.parents
     ours_tree = git.commit(ours).tree
     try:
-        base = merge_base(git, ours, theirs)
-        plan = plan_merge(git, ours, "remote", base, theirs)
-        options = [plan.changes]
-        if plan.config_conflicts:
-            keeps: tuple[Prefer, ...] = ("local", "remote")
-            options = [plan_merge(git, ours, "remote", base, theirs, keep).changes
-                       for keep in keeps]
-            if any(r["action"] == "sync-conflict" and r.get("text") == CONFIG_FILE
-                   for r in rows):  # an earlier filemem kept the local filemem.yaml
-                options.append({p: d for p, d in plan.changes.items() if p != CONFIG_FILE})
-        differ = min((_matches(git, ours_tree, changes, info.tree) for changes in options),
-                     key=len)
+        options = _merges(git, ours, theirs, rows)
+        differ: list[str] = []
+        for changes in options:  # the first that matches, else the nearest miss
+            found = _matches(git, ours_tree, changes, info.tree)
+            if not found:
+                differ = []
+                break
+            if not differ or len(found) < len(differ):
+                differ = found
     except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
         return [f"the sync merge {sha} cannot be recomputed from its parents ({exc}); "
                 f"`git show {sha}` shows it"]
