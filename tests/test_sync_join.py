@@ -333,3 +333,23 @@ def test_key_merge_refuses_what_the_guarded_reader_refuses() -> None:
     result = merge(b"a: 1\n", b"a: &x 2\nb: *x\n", b"a: 1\n")
     assert result.text is None and result.problem is not None
     assert "anchors" in result.problem
+
+
+@pytest.mark.parametrize("bad", [b"schema: 1\nbudgets: {user: {userGlobal: -5}}\n",
+                                 b"schema: 1\nwritePolicy: &a auto\nlanguage: *a\n",
+                                 b"[" * 5000 + b"\n"])
+def test_an_invalid_remote_config_is_refused_before_any_merge(
+        two: tuple[Path, Path, Path], tmp_path: Path, bad: bytes) -> None:
+    """Pushed by other means (filemem never commits such a file)."""
+    _a, b, remote = two
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(remote), str(work))
+    (work / "filemem.yaml").write_bytes(bad)
+    git(work, "commit", "-qam", "hostile config")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    edit_config(b, "language: en", "language: zh")  # both sides changed the file
+    before = head(b)
+    out = cli("sync", store=b, code=1)
+    assert "REMOTE_INVALID" in out and "filemem.yaml" in out
+    assert head(b) == before
+    assert_clean_repo(b)

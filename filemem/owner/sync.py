@@ -328,6 +328,9 @@ def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str,
            keep_config: Prefer | None) -> dict[str, Any]:
     store, st = txn.store, txn.state
     git = store.git
+    config_blob = git.blob_at(git.commit(theirs).tree, CONFIG_FILE)
+    assert config_blob is not None  # _integrate checked that the remote is a store
+    _validate(git, {CONFIG_FILE: git.read_blob(config_blob)}, remote, theirs)  # before merging
     plan = plan_merge(git, st.head, remote.name, base, theirs, keep_config)
     if plan.config_conflicts:
         raise config_conflict(plan.config_conflicts, remote, theirs)
