@@ -21,6 +21,7 @@ from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
 from filemem.shown import visible
+from filemem.types import SkippedEntry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -191,10 +192,11 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
 
 def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent: str | None,
                         session_id: str | None, yes: bool, store_path: str | None,
-                        as_json: bool) -> None:
-    """Convert PATH with the adapter, then seed: one approval, one commit, the budget
-    checked before asking and again after (the Provider's seed does both)."""
-    from filemem.cli.common import open_store, write_ctx
+                        as_json: bool, keep_duplicates: bool = False) -> None:
+    """Convert PATH with the adapter, then import: one approval, one commit, the budget
+    checked before asking and again after (the Provider's seed does both); entries already
+    in memory are skipped unless ``keep_duplicates`` (the owner side's rule)."""
+    from filemem.cli.common import open_owner, write_ctx
     from filemem.model import workspace_key_of
 
     check_id(adapter_id)
@@ -218,12 +220,31 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
             click.echo(f"filemem: note: {adapter_id} placed entries in workspace "
                        f"{visible(key)}, which is not a folder here; if that is wrong, "
                        "import again with --workspace DIR", err=True)
-    with open_store(store_path, yes=yes) as store:
-        result = store.import_entries(entries, write_ctx(workspace, agent, session_id))
+    with open_owner(store_path, validate=True, yes=yes) as owner:
+        result = owner.import_entries(entries, write_ctx(workspace, agent, session_id),
+                                      keep_duplicates=keep_duplicates)
     if as_json:
         emit_json(result)
-    else:
-        click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
+        return
+    skipped = result["skipped"]
+    if not result["added"]:
+        click.echo(f"Nothing to import: {skipped_line(skipped)}; nothing was written "
+                   "(--keep-duplicates imports them anyway).")
+        return
+    click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
+    if skipped:
+        click.echo(f"Skipped {skipped_line(skipped)} (--keep-duplicates imports them too).")
+
+
+def skipped_line(skipped: list[SkippedEntry]) -> str:
+    """``3 already in memory, 1 repeated in the import``."""
+    present = sum(1 for s in skipped if s["why"] == "in-memory")
+    parts = [f"{present} {'entry' if present == 1 else 'entries'} already in memory"] \
+        if present else []
+    if len(skipped) > present:
+        n = len(skipped) - present
+        parts.append(f"{n} {'entry' if n == 1 else 'entries'} repeated in the import")
+    return ", ".join(parts)
 
 
 def export_with_adapter(adapter_id: str, out: str | None, track: str | None, scope: str | None,

@@ -62,7 +62,10 @@ def remote() -> None:
 @json_option
 @command
 def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> None:
-    """Add remote NAME at URL (a local path is stored as an absolute path)."""
+    """Add remote NAME at URL (a local path is stored as an absolute path).
+
+    If main tracks no remote yet, the one `filemem sync` would use (the only one, or
+    origin) becomes its upstream, so `git pull` and `git push` work in the store too."""
     with open_owner(store_path, validate=True) as owner:
         added = owner.add_remote(name, url)
     if as_json:
@@ -126,7 +129,8 @@ def sync_(name: str | None, keep_config: str | None, store_path: str | None,
     merges key by key; a key both sides changed differently stops the sync until you
     choose with --keep-config. Layers left over their budget are reported, never cut. A
     file with uncommitted hand edits that the sync would change stops it before anything
-    changes (`filemem status`). Interrupted? Run it again.
+    changes (`filemem status`), and so does a git merge, rebase, ... left unfinished in
+    the store (exit 8: finish or abort it with git first). Interrupted? Run it again.
     """
     with open_owner(store_path, validate=True) as owner:
         result = owner.sync(name, progress=_progress(),
@@ -197,7 +201,8 @@ def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> 
     """Make a new store at PATH from the store published at URL (second machine set-up).
 
     PATH defaults like `filemem init` (--store, $FILEMEM_STORE, $FILEMEM_HOME, the user
-    data dir). The remote is recorded as origin, so `filemem sync` works right away.
+    data dir). The remote is recorded as origin, and main tracks it, so `filemem sync`
+    works right away, and so do `git pull` and `git push` in the store.
     """
     from filemem.location import resolve_store_path
     from filemem.owner import clone as clone_store

@@ -8,7 +8,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from mcp_types import CallToolResult, TextContent
+from mcp import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel
 
 from filemem import errors
@@ -25,11 +26,15 @@ _HINTS: Final = {
                             "the same track/scope, then retry this write.",
     errors.AMBIGUOUS_MATCH: "Several entries contain the match (see details.sample). Retry with a "
                             "longer substring that occurs in exactly one entry.",
-    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. Run "
-                            "memory_query to find the exact text and its track/scope.",
+    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. If "
+                            "details.elsewhere names another track/scope you can see, retry "
+                            "there; else run memory_query to find the exact text and its "
+                            "track/scope.",
     errors.INVALID_INPUT: "Fix the arguments as the message says and retry.",
-    errors.STORE_CORRUPT: "The memory store needs repair; tell the user (`filemem status`). "
-                          "Do not retry.",
+    errors.STORE_CORRUPT: "The memory store needs a repair only the user can make: give them "
+                          "this message as it is (it names the file, the commit that brought "
+                          "it and the command that undoes it). Memory tools fail until it is "
+                          "mended; do not retry, and do not edit the store's files yourself.",
     errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
     errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
     errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
@@ -39,6 +44,11 @@ _HINTS: Final = {
                        "the user; do not retry until they have freed space.",
     errors.STORE_READ_ONLY: "The memory store is read-only here: reads work, writes cannot. "
                             "Tell the user; do not retry.",
+    errors.GIT_OPERATION_IN_PROGRESS: "The user's memory store is in the middle of a git "
+                                      "merge, rebase or similar (see the message), so no "
+                                      "memory can be written until they finish or abort it; "
+                                      "nothing was written. Reading still works. Tell the "
+                                      "user; do not retry until they have.",
 }
 _DENIED_HINTS: Final = {
     "rejected": "The user declined this write. Do not retry it unless they ask you to.",
@@ -87,6 +97,24 @@ def failure(action: str, exc: BaseException) -> CallToolResult:
         return error_result(action, errors.NO_STORE, str(exc))
     log.error("filemem mcp: memory_%s failed", action, exc_info=exc)
     return error_result(action, "INTERNAL_ERROR", f"memory {action} failed: {exc}")
+
+
+def request_error(what: str, exc: BaseException) -> MCPError:
+    """A failure of a request that has no tool result to carry it (``resources/read``,
+    ``prompts/get``): a JSON-RPC error whose message says what failed and why, and whose
+    data has the protocol code, the details and the hint a tool error would carry."""
+    if isinstance(exc, errors.FilememError):
+        code, message, details = exc.code, exc.message, dict(exc.details)
+    elif isinstance(exc, (FileExistsError, PermissionError)):
+        code, message, details = errors.NO_STORE, str(exc), {}
+    else:
+        log.error("filemem mcp: %s failed", what, exc_info=exc)
+        code, message, details = "INTERNAL_ERROR", str(exc), {}
+    data: dict[str, Any] = {"code": code, "details": details}
+    hint = _hint(code, details)
+    if hint:
+        data["hint"] = hint
+    return MCPError(INTERNAL_ERROR, f"{what} failed: {code}: {message}", data)
 
 
 def entry_out(e: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from filemem import ops
 from filemem.files import codec
 from filemem.files.codec import CodecError
 from filemem.files.gitrepo import CommitInfo
-from filemem.files.layout import id_from_path, is_entry_path
+from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes, Replayed
 from filemem.owner import handedits, merge
@@ -157,19 +157,26 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
                   cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries."""
+    and what it did to entries. A row about a file written before entry files had a final
+    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
+    so the replay that follows agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
     deleted: dict[str, Entry] = {}
     others: list[str] = []
     unreadable_deleted: list[str] = []
+    files: dict[str, str] = {}  # entry id -> the blob its row speaks of (new, else old)
     for path, old, new in changes:
         if not is_entry_path(path):
             others.append(path)
             continue
         before = _decoded(store, old, cache) if old else None
         after = _decoded(store, new, cache) if new else None
+        if before is not None and old is not None:
+            files.setdefault(before.id, old)
+        if after is not None and new is not None:
+            files[after.id] = new
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
             continue
@@ -185,6 +192,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     claimed: set[str] = set()
     actions = {r["action"] for r in rows}
     done = Changes(added, modified, deleted)
+    rows[:] = [_as_read_now(store, r, files.get(str(r.get("entryId") or ""))) for r in rows]
     for r in rows:
         action, eid = r["action"], r.get("entryId")
         rule = ROW_RULES.get(action)
@@ -211,77 +219,123 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     return problems, done
 
 
-def _apply(entries: Replayed, store: Store,
-           changes: list[tuple[str, str | None, str | None]],
+def _as_read_now(store: Store, r: AuditRow, blob: str | None) -> AuditRow:
+    """``r`` with the text its file reads as today, where the file was written before entry
+    files had a final newline and its text ended in one (see :func:`codec.legacy_text`):
+    the row recorded the text that was approved, and the same bytes now read as that text
+    without its last newline. Any other row as it is."""
+    text = r.get("text")
+    if blob is None or not isinstance(text, str) or not text.endswith("\n"):
+        return r
+    data = store.git.read_blob(blob)
+    if codec.legacy_text(data) != text:
+        return r
+    return {**r, "text": codec.decode(data).entry.text}
+
+
+class _Replay:
+    """The entries the audited history has produced at one commit: id -> (text, version),
+    and the file of each id (when the same id is in two files, the first in path order is
+    the entry, as for a read)."""
+
+    def __init__(self, entries: Replayed | None = None,
+                 where: dict[str, str] | None = None) -> None:
+        self.entries: Replayed = entries if entries is not None else {}
+        self.where: dict[str, str] = where if where is not None else {}
+
+    def copy(self) -> _Replay:
+        return _Replay(dict(self.entries), dict(self.where))
+
+
+def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
            cache: dict[str, Entry | None]) -> list[str]:
     """Take a commit made outside filemem (or a sync merge, whose tree verify recomputed)
-    as it is; returns the entries it drops."""
-    before_ids = set(entries)
-    for path, old, new in changes:
-        if not is_entry_path(path):
-            continue
-        if old is not None:
-            before = _decoded(store, old, cache)
-            if before is not None and entries.get(before.id) is not None:
-                entries.pop(before.id, None)
-        if new is not None:
-            after = _decoded(store, new, cache)
-            if after is not None:
-                entries[after.id] = (after.text, after.version)
-    return sorted(before_ids - set(entries))
+    as it is (an invalid file, or one in the wrong
+    place, is no entry, as for a read); returns the audited entries it deletes. One it
+    leaves in an invalid file (bad YAML, moved to a wrong folder) is not deleted: while the
+    file is invalid at HEAD that is reported on its own, and a fix brings the entry back."""
+    before_ids = set(replay.entries)
+    spoiled: set[str] = set()
+    files = [(path, _decoded(store, old, cache) if old is not None else None, new)
+             for path, old, new in changes if is_entry_path(path)]
+    for path, before, _new in files:  # every old version first: a file may move
+        if before is not None and replay.where.get(before.id, path) == path:
+            replay.entries.pop(before.id, None)
+            replay.where.pop(before.id, None)
+    for path, before, new in files:
+        after = _decoded(store, new, cache) if new is not None else None
+        if after is not None and path_problem(path, after) is None:
+            if replay.where.get(after.id, path) < path and after.id in replay.entries:
+                continue  # the same id again, after its file: not the entry
+            replay.entries[after.id] = (after.text, after.version)
+            replay.where[after.id] = path
+        elif after is not None:
+            spoiled.add(after.id)
+        elif before is not None and new is not None:
+            spoiled.add(before.id)
+    return sorted(before_ids - set(replay.entries) - spoiled)
 
 
-def _apply_rows(entries: Replayed, rows: list[AuditRow], done: Changes) -> None:
+def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
     """Replay a filemem commit from its audit rows (an edit takes the file's version)."""
     for r in rows:
         rule = ROW_RULES.get(r["action"])
         if rule is not None:
-            rule.replay(r, entries, done)
+            rule.replay(r, replay.entries, done)
+    for eid in done.deleted:
+        replay.where.pop(eid, None)
+    for e in [*done.added.values(), *(after for _b, after in done.modified.values())]:
+        replay.where[e.id] = entry_path(e)  # filemem writes an entry where it belongs
 
 
 class _Branches:
     """The entries the audited history has produced, per commit: each commit's replay
     starts from its first parent's, so two lines of history merged by a sync are replayed
-    each on its own. A commit's entries are kept only while a child still needs them."""
+    each on its own. A commit's replay is kept only while a child still needs it."""
 
     def __init__(self, commits: list[CommitInfo]) -> None:
         self.waiting: dict[str, int] = {}
         for info in commits:
             for parent in info.parents:
                 self.waiting[parent] = self.waiting.get(parent, 0) + 1
-        self.done: dict[str, Replayed] = {}
+        self.done: dict[str, _Replay] = {}
 
-    def start(self, info: CommitInfo) -> Replayed:
-        """The entries a commit starts from: its first parent's (a copy if another child
-        still needs them)."""
+    def start(self, info: CommitInfo) -> _Replay:
+        """The replay a commit starts from: its first parent's (a copy, entries and files,
+        if another child still needs it)."""
         if not info.parents:
-            return {}
+            return _Replay()
         first = info.parents[0]
         self.waiting[first] -= 1
         if self.waiting[first] == 0:
-            return self.done.pop(first, {})
-        return dict(self.done.get(first, {}))
+            return self.done.pop(first, None) or _Replay()
+        kept = self.done.get(first)
+        return kept.copy() if kept is not None else _Replay()
 
     def peek(self, sha: str) -> Replayed:
         """What the history gave at ``sha``, a parent of the commit being replayed."""
-        return self.done.get(sha, {})
+        kept = self.done.get(sha)
+        return kept.entries if kept is not None else {}
 
-    def finish(self, info: CommitInfo, entries: Replayed) -> None:
-        """Keep a commit's entries for its children; release its other parents'."""
+    def finish(self, info: CommitInfo, replay: _Replay) -> None:
+        """Keep a commit's replay for its children; release its other parents'."""
         for other in info.parents[1:]:
             self.waiting[other] -= 1
             if self.waiting[other] == 0:
                 self.done.pop(other, None)
         if self.waiting.get(info.sha, 0) > 0:
-            self.done[info.sha] = entries
+            self.done[info.sha] = replay
 
 
 def _tree_entries(store: Store, tree: str, cache: dict[str, Entry | None]) -> Replayed:
+    """The entries of a tree as a read sees them: a valid file in its place; the same id
+    twice, the first in path order."""
     out: Replayed = {}
-    for path, _mode, blob in store.git.walk(tree):
+    for path, _mode, blob in sorted(store.git.walk(tree)):
         if is_entry_path(path):
             entry = _decoded(store, blob, cache)
-            if entry is not None:
+            if entry is not None and path_problem(path, entry) is None \
+                    and entry.id not in out:
                 out[entry.id] = (entry.text, entry.version)
     return out
 
@@ -321,10 +375,11 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
     commits = commits_oldest_first(store)
     branches = _Branches(commits)
     total = len(commits)
-    entries: Replayed = {}
+    replay = _Replay()
+    removals: list[tuple[int, CommitInfo, list[str]]] = []  # (where in problems, commit, ids)
     for i, info in enumerate(commits):
         report.commits += 1
-        entries = branches.start(info)
+        replay = branches.start(info)
         parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
         changes = list(store.git.diff(parent_tree, info.tree))
         try:
@@ -339,22 +394,14 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
         if rows is None or (merging and not rows):
             report.external.append({"commit": info.sha,
                                     "subject": info.message.split("\n", 1)[0]})
-            _external(store, info, entries, branches, changes, cache, report)
+            dropped = _external(store, info, replay, branches, changes, cache)
+            if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
+                removals.append((len(report.problems), info, dropped))
         elif merging:
             report.filemem_commits += 1
             report.rows += len(rows)
-            problems = merge.check_commit(store.git, info, rows)
-            for problem in problems:
-                report.problems.append({"commit": info.sha, "problem": problem})
-            if not problems:  # the other line of history, replayed on its own, must agree
-                for other in info.parents[1:]:
-                    other_tree = store.git.commit(other).tree
-                    found = _mismatch(f"commit {other[:12]} (merged by {info.sha[:12]})",
-                                      _tree_entries(store, other_tree, cache),
-                                      branches.peek(other), {})
-                    if found is not None:
-                        report.problems.append({"commit": other, "problem": found})
-            _apply(entries, store, changes, cache)  # the recomputed merge: take its tree
+            _check_merge(store, info, rows, branches, cache, report)
+            _apply(replay, store, changes, cache)  # the recomputed merge: take its tree
         else:
             report.filemem_commits += 1
             report.rows += len(rows)
@@ -366,34 +413,60 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
                     "describe what it changed, so it was made or altered outside filemem. "
                     f"`git revert {sha}` undoes its change; this finding stays in the "
                     "report as the record of that commit)")})
-            _apply_rows(entries, rows, done)
-        branches.finish(info, entries)
+            _apply_rows(replay, rows, done)
+        branches.finish(info, replay)
         if progress is not None:
             progress(i + 1, total)
     state = store.state()
     report.entries = len(state.entries)
-    for path, reason in sorted(state.corrupt.items()):
-        report.problems.append({"commit": state.head, "problem": f"{path}: {reason}"})
+    for at, removing, dropped in reversed(removals):  # one since brought back is no problem
+        lost = [eid for eid in dropped if eid not in state.entries]
+        if lost:
+            report.problems.insert(at, {"commit": removing.sha,
+                                        "problem": _removal(removing, lost)})
+    for bad in store.invalid.problems(state):  # the file, its commit and the way out
+        report.problems.append({"commit": str(bad.details.get("commit") or state.head),
+                                "problem": bad.message})
     at_head = {e.id: (e.text, e.version) for e in state.entries.values()}
-    found = _mismatch("HEAD", at_head, entries, dict(state.paths))
+    found = _mismatch("HEAD", at_head, replay.entries, dict(state.paths))
     if found is not None:
         report.problems.append({"commit": state.head, "problem": found})
     return report
 
 
-def _external(store: Store, info: CommitInfo, entries: Replayed, branches: _Branches,
+def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow], branches: _Branches,
+                 cache: dict[str, Entry | None], report: Report) -> None:
+    """A sync merge: its tree is the merge recomputed from its parents, and the other line
+    of history, replayed on its own, agrees with the parent the merge took in."""
+    problems = merge.check_commit(store.git, info, rows)
+    for problem in problems:
+        report.problems.append({"commit": info.sha, "problem": problem})
+    if problems:
+        return
+    for other in info.parents[1:]:
+        other_tree = store.git.commit(other).tree
+        found = _mismatch(f"commit {other[:12]} (merged by {info.sha[:12]})",
+                          _tree_entries(store, other_tree, cache), branches.peek(other), {})
+        if found is not None:
+            report.problems.append({"commit": other, "problem": found})
+
+
+def _external(store: Store, info: CommitInfo, replay: _Replay, branches: _Branches,
               changes: list[tuple[str, str | None, str | None]],
-              cache: dict[str, Entry | None], report: Report) -> None:
-    """A commit made outside filemem is taken as it is; audited entries it deletes are
-    reported, unless another parent of a merge (a `git pull`) had already removed them."""
-    dropped = _apply(entries, store, changes, cache)
+              cache: dict[str, Entry | None]) -> list[str]:
+    """A commit made outside filemem is taken as it is; returns the audited entries it
+    deletes, but not those another parent of a merge (a `git pull`) had already removed."""
+    dropped = _apply(replay, store, changes, cache)
     for other in info.parents[1:]:
         theirs = branches.peek(other)
         dropped = [k for k in dropped if k in theirs]
-    if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-        revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
-        report.problems.append({"commit": info.sha, "problem": (
-            f"this commit, made outside filemem, removes {len(dropped)} audited "
-            f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
+    return dropped
+
+
+def _removal(info: CommitInfo, lost: list[str]) -> str:
+    """The problem of a commit made outside filemem that deletes audited entries."""
+    revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
+    return (f"this commit, made outside filemem, removes {len(lost)} audited "
+            f"entr{'y' if len(lost) == 1 else 'ies'} ({', '.join(lost)}); if you "
             f"did not mean to delete them, `{revert}` brings them back (to delete "
-            "entries on purpose, delete their files and `filemem adopt`)")})
+            "entries on purpose, delete their files and `filemem adopt`)")

@@ -387,22 +387,36 @@ def plan_merge(git: GitRepo, ours: str, remote: str, base: str | None, theirs: s
 
 def _matches(git: GitRepo, ours_tree: str, changes: dict[str, bytes | None],
              tree: str) -> list[str]:
-    """The paths where ``tree`` is not ``ours_tree`` with ``changes`` applied;
-    ``filemem.yaml`` compared as data (its layout may come from another ruamel version)."""
+    """The paths where ``tree`` is not ``ours_tree`` with ``changes`` applied, compared by
+    what the files mean, not how they are written: ``filemem.yaml`` as data (its layout may
+    come from another ruamel version), an entry file as the entry it decodes to (a merge
+    made by a filemem that wrote entry files without a final newline, recomputed by one
+    that writes it)."""
     built, _ = git.splice(ours_tree, changes, PendingObjects())
     if built == tree:
         return []
-    differ = [p for p, _o, _n in git.diff(built, tree)]
-    if differ == [CONFIG_FILE] and CONFIG_FILE in changes:
-        expected, got = changes[CONFIG_FILE], git.blob_at(tree, CONFIG_FILE)
-        if expected is not None and got is not None:
-            try:
-                if same(config_mod.load_yaml(expected),
-                        config_mod.load_yaml(git.read_blob(got))):
-                    return []
-            except Exception:  # an unreadable file is a difference
-                pass
+    differ: list[str] = []
+    for path, made, got in git.diff(built, tree):
+        if made is None or got is None:
+            differ.append(path)
+            continue
+        # a path the changes did not touch holds ours' blob, which is in the store
+        expected = changes[path] if path in changes else git.read_blob(made)
+        if expected is None or not _same_file(path, expected, git.read_blob(got)):
+            differ.append(path)
     return differ
+
+
+def _same_file(path: str, expected: bytes, got: bytes) -> bool:
+    """Whether two versions of one file mean the same to filemem."""
+    try:
+        if path == CONFIG_FILE:
+            return same(config_mod.load_yaml(expected), config_mod.load_yaml(got))
+        if is_entry_path(path):
+            return codec.decode(expected).entry == codec.decode(got).entry
+    except Exception:  # an unreadable file is a difference
+        return False
+    return False
 
 
 def _merges(git: GitRepo, ours: str, theirs: str,

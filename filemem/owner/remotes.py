@@ -5,6 +5,11 @@ transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch on
 objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
 ``main``. A remote reached as a local path is checked first (never a working store) and a
 ref lock or temporary pack that a killed push left there is cleared.
+
+git's own commands work beside filemem's (:func:`ensure_tracking`): the branch's upstream
+(``branch.main.remote`` / ``merge``) is the remote ``filemem sync`` uses by default, and
+``pull.rebase = false``, so a plain ``git pull`` merges (never rebases the audit commits,
+nor stops at git's "divergent branches" hint) and a plain ``git push`` pushes ``main``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def add_remote(store: Store, name: str, url: str) -> Remote:
                                              f"({existing[name].url}); remove it first with "
                                              f"`filemem remote remove {name}`")
         write_remote(store.git, remote)
+        ensure_tracking(store.git)
     return remote
 
 
@@ -110,7 +116,61 @@ def remove_remote(store: Store, name: str) -> Remote:
         prefix = f"refs/remotes/{name}/".encode()
         for ref in list(refs.keys(base=prefix)):
             refs.remove_if_equals(prefix + ref, None)
+        ensure_tracking(store.git)  # as `git remote remove`: the upstream goes with it
     return found
+
+
+_BRANCH_SECTION: Final = (b"branch", BRANCH.encode())
+
+
+def upstream(git: GitRepo) -> str | None:
+    """The remote ``git pull`` and ``git push`` use for ``main`` (``branch.main.remote``)."""
+    with contextlib.suppress(KeyError):
+        return git.repo.get_config().get(_BRANCH_SECTION, b"remote").decode("utf-8", "replace")
+    return None
+
+
+def ensure_tracking(git: GitRepo) -> None:
+    """Set up what git's own ``git pull`` and ``git push`` need in the store, as ``git clone``
+    does: ``main``'s upstream is the remote ``filemem sync`` would pick with no argument (kept
+    if it already names a remote that exists; dropped with the remote it named), and
+    ``pull.rebase = false`` unless the store's own config already says how to pull
+    (``pull.rebase`` or ``pull.ff``): a pull merges, as ``filemem sync`` does, instead of
+    rewriting the audit commits or stopping at git's "divergent branches" hint. Call it
+    holding the store lock."""
+    known = {r.name for r in remotes(git)}
+    config = git.repo.get_config()
+    changed = False
+    current = upstream(git)
+    if current is None or current not in known:
+        try:
+            chosen: str | None = pick_remote(git, None).name
+        except SyncError:  # no remote, or several and none called origin: git asks, too
+            chosen = None
+        if chosen is not None:
+            config.set(_BRANCH_SECTION, b"remote", chosen.encode())
+            config.set(_BRANCH_SECTION, b"merge", BRANCH_REF)
+            changed = True
+        elif current is not None:
+            for key in (b"remote", b"merge"):
+                with contextlib.suppress(KeyError):
+                    config.remove(_BRANCH_SECTION, key)
+            changed = True
+    if known and not any(config.has_section((b"pull",)) and _has(config, (b"pull",), key)
+                         for key in (b"rebase", b"ff")):
+        config.set((b"pull",), b"rebase", False)
+        changed = True
+    if changed:
+        with private_files():
+            config.write_to_path()
+
+
+def _has(config: Any, section: tuple[bytes, ...], key: bytes) -> bool:
+    try:
+        config.get(section, key)
+    except KeyError:
+        return False
+    return True
 
 
 def pick_remote(git: GitRepo, name: str | None) -> Remote:
@@ -376,7 +436,7 @@ def _clear_temp_packs(git_dir: str, older_than: float | None = None) -> None:
 
 
 __all__ = [
-    "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "fetch",
-    "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
-    "write_remote",
+    "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "ensure_tracking",
+    "fetch", "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
+    "upstream", "write_remote",
 ]

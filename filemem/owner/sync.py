@@ -38,7 +38,8 @@ remote-tracking ref), the local branch moves by compare-and-swap with the store'
 (the next open repairs the working tree), and the remote's branch moves by
 compare-and-swap too. Running ``filemem sync`` again finishes the job. Syncs of one store
 run one at a time (``.filemem/sync.lock``); agent writes are blocked only while the merge
-commit is written, never during the fetch or the push.
+commit is written, never during the fetch or the push. A sync is refused while a git merge,
+rebase, ... is unfinished in the store (:mod:`filemem.files.gitstate`).
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ from filemem.owner.remotes import (
     Progress,
     Remote,
     clear_stale_local,
+    ensure_tracking,
     fetch,
     normalize_url,
     pick_remote,
     push,
+    tracking_ref,
     write_remote,
 )
 from filemem.rules import budgets
@@ -126,8 +129,13 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
         raise errors.invalid_input(f"keep_config must be 'local' or 'remote', not "
                                    f"{keep_config!r}")
     remote = pick_remote(store.git, name)
+    store.refuse_unfinished_git()  # a `git pull` that stopped on a conflict, a rebase, ...
     with _sync_lock(store), private_files():  # fetched packs and refs, merge files
         clear_stale_local(store.git, remote)
+        # a store whose remote was added before filemem set up git's tracking: set it now
+        # (a convenience for git's own commands: a .git/config it cannot write stops no sync)
+        with store.locked(), contextlib.suppress(OSError):
+            ensure_tracking(store.git)
         head = store.git.head()
         assert head is not None
         result = SyncResult(remote.name, remote.url, before=head)
@@ -459,6 +467,7 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
     git = GitRepo.create(root)
     try:
         write_remote(git, remote)
+        ensure_tracking(git)  # `git pull` and `git push` work in the clone, as after `git clone`
         theirs = fetch(git, remote, progress)
         if theirs is None:
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.url} has no {BRANCH} branch yet: "
@@ -475,6 +484,9 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
         _validate(git, {path: data for path, _sha, data in files}, remote, theirs)
         if not git.cas_head(None, theirs, f"filemem clone {remote.url}"):
             raise SyncError("BAD_REMOTE", f"could not set {BRANCH} in {root}")
+        refs: Any = git.repo.refs  # `git log origin`, as `git clone` leaves it
+        refs.set_symbolic_ref(f"refs/remotes/{remote.name}/HEAD".encode(),
+                              tracking_ref(remote))
         index = GitIndex(git.git_dir)
         for path, sha, data in files:
             index.set(path, sha, worktree.write(root, path, data, new=True))

@@ -14,7 +14,7 @@ A commit message is a one-line human subject, the full text(s) for a person read
     Audit-Scope: user-global
     Audit-Entry: 0f7c1b1e-4a5b-4c3d-9e8f-001122334455
     Audit-Outcome: allowed-once (via approval, writePolicy auto)
-    Audit-Source: dsh-memento
+    Audit-Source: filemem
     Audit-Session: s1
     Audit-Text: "Prefers replies in Chinese"
 
