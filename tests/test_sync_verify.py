@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import filemem
+from filemem.files.layout import key_dir
 from filemem.owner import history
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
@@ -230,6 +231,73 @@ def test_a_git_pull_merge_that_takes_a_removal_is_not_a_problem(m: Machines) -> 
     assert git(m.b_path, "log", "-1", "--format=%P").count(" ") == 1  # a merge
     report = history.verify(m.b.store)
     assert report.problems == [] and len(report.external) == 1
+
+
+def test_commits_made_with_git_on_one_side_of_a_sync_merge(m: Machines) -> None:
+    """Each line of history keeps its own record of which file holds each id: on B an
+    entry removed with git and brought back by the revert its problem suggests, and a
+    second file with the same id made and taken away again; on A writes of its own. The
+    sync merge joins them and both machines verify; a removal never brought back is
+    reported once, at the commit that made it, on both."""
+    eid = add(m.a, "likes tea")
+    gone = add(m.a, "likes coffee")
+    sync_all(m)
+    path = rel(m.b_path, file_of(m.b_path, eid))
+    git(m.b_path, "rm", "-q", path)
+    git(m.b_path, "commit", "-qm", "tidy up")
+    git(m.b_path, "revert", "--no-edit", "HEAD")
+    folder = m.b_path / "user" / "user-global" / key_dir("bob")
+    folder.mkdir()
+    copy = folder / Path(path).name
+    copy.write_text((m.b_path / path).read_text().replace('agentKey: ""', "agentKey: bob"))
+    git(m.b_path, "add", rel(m.b_path, copy))
+    git(m.b_path, "commit", "-qm", "a copy")
+    git(m.b_path, "rm", "-q", rel(m.b_path, copy))
+    git(m.b_path, "commit", "-qm", "no copy")
+    add(m.a, "A's own")
+    replace(m.a, "likes tea", "likes green tea")
+    sync_all(m)
+    both_verify(m)
+    assert len(history.verify(m.a.store).external) == 4
+
+    git(m.b_path, "rm", "-q", rel(m.b_path, file_of(m.b_path, gone)))
+    git(m.b_path, "commit", "-qm", "drop coffee")
+    removal = git(m.b_path, "rev-parse", "HEAD").strip()
+    add(m.a, "A's second")
+    sync_all(m)
+    for p in (m.a, m.b):
+        found = [x for x in problems(p) if "removes 1 audited entry" in x["problem"]]
+        assert [x["commit"] for x in found] == [removal]
+        assert f"`git revert {removal[:12]}` brings them back" in found[0]["problem"]
+        assert len(problems(p)) == 1
+
+
+def test_each_line_of_history_knows_which_file_holds_an_id(m: Machines) -> None:
+    """A second file with an entry's id (later in path order, so not the entry) made with
+    git, then two lines of history from there: on each, taking the copy away leaves the
+    entry, which stays in the file before it; a git merge joins them and verify passes."""
+    eid = add(m.a, "likes tea")
+    path = rel(m.a_path, file_of(m.a_path, eid))
+    folder = m.a_path / "user" / "user-global" / key_dir("bob")
+    folder.mkdir()
+    copy = rel(m.a_path, folder / Path(path).name)
+    assert path < copy
+    (m.a_path / copy).write_text(
+        (m.a_path / path).read_text().replace('agentKey: ""', "agentKey: bob"))
+    git(m.a_path, "add", copy)
+    git(m.a_path, "commit", "-qm", "a copy")
+    git(m.a_path, "checkout", "-qb", "other")
+    git(m.a_path, "rm", "-q", copy)
+    git(m.a_path, "commit", "-qm", "no copy, here")
+    git(m.a_path, "checkout", "-q", "main")
+    git(m.a_path, "rm", "-q", copy)
+    (m.a_path / "NOTES.md").write_text("mine\n")
+    git(m.a_path, "add", "NOTES.md")
+    git(m.a_path, "commit", "-qm", "no copy, there")
+    git(m.a_path, "merge", "-q", "--no-edit", "other")
+    git(m.a_path, "branch", "-qD", "other")
+    report = history.verify(m.a.store)
+    assert report.problems == [] and report.merges == 1 and len(report.external) == 4
 
 
 # ---------------------------------------------------------------- real inconsistencies
