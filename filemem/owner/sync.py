@@ -131,11 +131,13 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
     remote = pick_remote(store.git, name)
     store.refuse_unfinished_git()  # a `git pull` that stopped on a conflict, a rebase, ...
     with _sync_lock(store), private_files():  # fetched packs and refs, merge files
-        clear_stale_local(store.git, remote)
-        # a store whose remote was added before filemem set up git's tracking: set it now
-        # (a convenience for git's own commands: a .git/config it cannot write stops no sync)
-        with store.locked(), contextlib.suppress(OSError):
-            ensure_tracking(store.git)
+        with store.locked():  # no filemem write is packing objects meanwhile
+            clear_stale_local(store.git, remote)  # what a killed fetch left in .git
+            # a store whose remote was added before filemem set up git's tracking: set it
+            # now (a convenience for git's own commands: a .git/config it cannot write
+            # stops no sync)
+            with contextlib.suppress(OSError):
+                ensure_tracking(store.git)
         head = store.git.head()
         assert head is not None
         result = SyncResult(remote.name, remote.url, before=head)
