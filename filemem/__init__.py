@@ -20,6 +20,7 @@ from filemem.approval import ApprovalRequest, Decision, Gate
 from filemem.config import Config
 from filemem.errors import (
     CODES,
+    ConnectError,
     FilememError,
     GitOperationInProgress,
     ProtocolError,
@@ -104,6 +105,7 @@ __all__ = [
     "CODES",
     "PROTOCOL",
     "ApprovalRequest",
+    "ConnectError",
     "Decision",
     "Entry",
     "FilememError",

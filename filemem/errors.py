@@ -10,7 +10,9 @@
     ├── StoreReadOnly         a write to a store this process cannot write (STORE_READ_ONLY)
     ├── GitOperationInProgress  a git merge, rebase, cherry-pick, revert, am or bisect is
     │                         unfinished in the store (GIT_OPERATION_IN_PROGRESS)
-    └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
+    ├── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
+    └── ConnectError          connecting to an agent cannot go on (CONFIG_INVALID,
+                              CONFIG_UNWRITABLE, CONFIG_CONFLICT, AGENT_CLI_FAILED)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
 own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
@@ -63,6 +65,10 @@ STORE_BUSY = "STORE_BUSY"
 STORE_FULL = "STORE_FULL"
 STORE_READ_ONLY = "STORE_READ_ONLY"
 GIT_OPERATION_IN_PROGRESS = "GIT_OPERATION_IN_PROGRESS"
+CONFIG_INVALID = "CONFIG_INVALID"  # another tool's config file filemem must edit is unusable
+CONFIG_CONFLICT = "CONFIG_CONFLICT"  # a name filemem would use is taken by something else
+CONFIG_UNWRITABLE = "CONFIG_UNWRITABLE"  # such a file cannot be written (permissions, disk)
+AGENT_CLI_FAILED = "AGENT_CLI_FAILED"  # the agent's own command (`claude mcp add`) failed
 
 
 class FilememError(Exception):
@@ -152,6 +158,15 @@ class SyncError(FilememError):
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(code, message, details)
+
+
+class ConnectError(FilememError):
+    """Connecting filemem to an agent (or disconnecting it) cannot go on: one of the
+    agent's configuration files is unusable (CONFIG_INVALID: not valid JSON, which file and
+    line) or cannot be written (CONFIG_UNWRITABLE), a name filemem would take is used by
+    something else (CONFIG_CONFLICT), or the agent's own command failed (AGENT_CLI_FAILED).
+    The message names the file or command and what to do; nothing was changed unless it
+    says so."""
 
 
 def invalid_input(message: str) -> ProtocolError:

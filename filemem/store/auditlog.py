@@ -282,6 +282,36 @@ class Ledger:
                 break
         return out
 
+    def last_row(self, action: str, session_id: str) -> AuditRow | None:
+        """The newest ``action`` row of ``session_id``, or None. Reads backwards from the end
+        and parses only lines that can be it (a row's ``sessionId`` is its last key), so a
+        long ledger costs a byte search, not a parse of every row."""
+        if not os.path.lexists(self.path):
+            return None
+        suffix = (',"sessionId":' + json.dumps(session_id, ensure_ascii=False)
+                  + "}").encode("utf-8")
+        marker = ('"action":' + json.dumps(action)).encode("utf-8")
+        with os.fdopen(self._open(os.O_RDONLY), "rb") as f:
+            pos = f.seek(0, os.SEEK_END)
+            rest = b""  # the start of the line cut by the previous (later) chunk
+            while pos > 0:
+                step = min(1 << 20, pos)
+                pos -= step
+                f.seek(pos)
+                lines = (f.read(step) + rest).split(b"\n")
+                rest = lines.pop(0) if pos > 0 else b""
+                for line in reversed(lines):
+                    if not (line.endswith(suffix) and marker in line):
+                        continue
+                    try:
+                        value = json.loads(line)
+                    except ValueError:
+                        continue  # a torn line
+                    if isinstance(value, dict) and value.get("action") == action \
+                            and value.get("sessionId") == session_id:
+                        return cast(AuditRow, {k: value.get(k) for k in ROW_FIELDS})
+        return None
+
     def last_seq(self) -> int:
         rows = self.tail(1)
         return int(rows[0]["seq"]) if rows and isinstance(rows[0]["seq"], int) else 0
