@@ -12,7 +12,7 @@
     │                         unfinished in the store (GIT_OPERATION_IN_PROGRESS)
     ├── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
     └── ConnectError          connecting to an agent cannot go on (CONFIG_INVALID,
-                              CONFIG_UNWRITABLE, CONFIG_CONFLICT, AGENT_CLI_FAILED,
+                              CONFIG_UNWRITABLE, NAME_TAKEN, AGENT_CLI_FAILED,
                               AGENT_NOT_FOUND)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
@@ -67,7 +67,7 @@ STORE_FULL = "STORE_FULL"
 STORE_READ_ONLY = "STORE_READ_ONLY"
 GIT_OPERATION_IN_PROGRESS = "GIT_OPERATION_IN_PROGRESS"
 CONFIG_INVALID = "CONFIG_INVALID"  # another tool's config file filemem must edit is unusable
-CONFIG_CONFLICT = "CONFIG_CONFLICT"  # a name filemem would use is taken by something else
+NAME_TAKEN = "NAME_TAKEN"  # a name filemem would use (server, plugin folder) is taken
 CONFIG_UNWRITABLE = "CONFIG_UNWRITABLE"  # such a file cannot be written (permissions, disk)
 AGENT_CLI_FAILED = "AGENT_CLI_FAILED"  # the agent's own command (`claude mcp add`) failed
 AGENT_NOT_FOUND = "AGENT_NOT_FOUND"  # the agent to connect does not look installed
@@ -155,18 +155,18 @@ class GitOperationInProgress(FilememError):
 class SyncError(FilememError):
     """A remote or sync operation that cannot go on. The message says why and what to do;
     ``code`` is stable for scripts (NO_REMOTE, REMOTE_EXISTS, REMOTE_UNREACHABLE,
-    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE).
-    Nothing in the local store was changed unless the message says so."""
+    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE,
+    CONFIG_CONFLICT). Nothing in the local store was changed unless the message says so."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(code, message, details)
 
 
 class ConnectError(FilememError):
     """Connecting filemem to an agent (or disconnecting it) cannot go on: one of the
     agent's configuration files is unusable (CONFIG_INVALID: not valid JSON or YAML, which
     file and line) or cannot be written (CONFIG_UNWRITABLE), a name filemem would take is
-    used by something else (CONFIG_CONFLICT), the agent's own command failed
+    used by something else (NAME_TAKEN), the agent's own command failed
     (AGENT_CLI_FAILED), or the agent does not look installed (AGENT_NOT_FOUND). The message
     names the file or command and what to do; nothing was changed unless it says so."""
 

@@ -453,7 +453,7 @@ def test_a_server_named_filemem_that_is_not_filemem_is_left_alone(box: Box) -> N
     ok(box.run_claude("mcp", "add", "--scope", "user", "filemem", "--", "/usr/bin/other"))
     state = box.state.read_bytes()
     out = box.filemem("connect", "claude-code")
-    assert out.returncode == 1 and "CONFIG_CONFLICT" in out.stderr
+    assert out.returncode == 1 and "NAME_TAKEN" in out.stderr
     assert "'/usr/bin/other'" in out.stderr and "claude mcp remove filemem" in out.stderr
     assert box.state.read_bytes() == state and not box.settings.exists()
     gone = ok(box.filemem("disconnect", "claude-code"))

@@ -223,7 +223,7 @@ def test_a_plugin_folder_that_is_not_filemems_is_left_alone(home: Path, store: P
     (theirs / "__init__.py").write_text("# someone else's MemoryProvider\n")
     before = files(home)
     out = cli(home, "connect", "hermes", store=store)
-    assert out.returncode == 1 and "CONFIG_CONFLICT" in out.stderr
+    assert out.returncode == 1 and "NAME_TAKEN" in out.stderr
     assert files(home) == before
     assert "not written by filemem" in cli(home, "disconnect", "hermes").stdout
     assert files(home) == before

@@ -463,11 +463,18 @@ def test_the_view_cache_takes_files_from_before(legacy: Path) -> None:
 
 def test_a_sync_merge_made_before_final_newlines_recomputes(legacy: Path) -> None:
     """The merge's fork was written without a final newline; recomputing the merge now
-    writes it with one: the same entry, so the merge commit checks out."""
+    writes it with one: the same entry, so the merge commit checks out, and verify of the
+    whole history (the sync merge included) passes."""
     git(legacy, "reset", "-q", "--hard", "origin/main")
-    report = json.loads(fm("verify", "--json", store=legacy).stdout)
-    problems = [p["problem"] for p in report["problems"]]
-    assert not [p for p in problems if "merge of its two parents" in p or " row " in p], problems
+    assert git(legacy, "rev-list", "--count", "--merges", "HEAD").strip() == "1"
+    fork = git(legacy, "diff", "--name-only", "HEAD~1", "HEAD").split()
+    assert len(fork) == 1 and not (legacy / fork[0]).read_bytes().endswith(b"\n")
+    report = json.loads(ok("verify", "--json", store=legacy))
+    # the whole history verifies: the merge recomputes (the same entries, written anew
+    # with a final newline) and each side of it replays on its own to what it holds
+    assert report["ok"] is True, report["problems"]
+    assert report["merges"] == 1 and report["externalCommits"] == []
+    assert report["entriesAtHead"] == len(LEGACY_TEXTS) + 1
 
 
 def test_codec_reads_old_files_and_editor_files() -> None:

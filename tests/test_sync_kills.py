@@ -22,6 +22,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -120,10 +121,11 @@ def fsync_path(store: Path) -> None:
 
 def temp_files(git_dir: Path) -> list[str]:
     """Temporary files of a fetch or push (dulwich's ``tmp_pack_*``, ``tmp*.pack`` without
-    an index, a ref's ``.lock``) in a git folder."""
+    an index, a pack's ``.idx.lock``, a ref's ``.lock``) in a git folder."""
     objects = git_dir / "objects"
     found = [p for p in [*objects.glob("tmp*"), *(objects / "pack").glob("tmp*")]
              if not p.with_suffix(".idx").exists()]
+    found += list((objects / "pack").glob("pack-*.idx.lock"))  # an index being written
     found += list((git_dir / "refs").rglob("*.lock"))
     return sorted(str(p.relative_to(git_dir)) for p in found)
 
@@ -291,3 +293,94 @@ def test_a_dead_pushs_temporary_packs_are_removed_from_a_local_remote_once_old(
     sync_cli(a_path)
     assert temp_files(remote) == ["objects/pack/tmpwxyz9876.pack"]  # maybe being written
     git(remote, "fsck", "--strict")
+
+
+# ---------------------------------------------------------------- killed writing a pack index
+
+# runs a sync in a child that dies (os._exit, as a SIGKILL would leave it) while dulwich
+# writes the index of the pack the sync received (fetch) or sent to a local remote (push):
+# after ``pack-<sha>.pack`` is moved in, with ``pack-<sha>.idx.lock`` half written
+_DIE_WRITING_INDEX = """
+import os, sys
+import dulwich.object_store
+import filemem
+from filemem.owner import sync
+
+def dying(f, *args, **kwargs):
+    f.write(b"\\377tOc")
+    f.flush()
+    os._exit(9)
+
+dulwich.object_store.write_pack_index = dying
+with filemem.open_store(sys.argv[1]) as p:
+    sync.sync(p.store)
+"""
+
+
+def sync_dying_in_index(store: Path) -> None:
+    """The sync of ``store``, killed while writing a pack index."""
+    done = subprocess.run([sys.executable, "-c", _DIE_WRITING_INDEX, str(store)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 9, done.stdout + done.stderr
+
+
+def index_locks(git_dir: Path) -> list[Path]:
+    return sorted((git_dir / "objects" / "pack").glob("pack-*.idx.lock"))
+
+
+def test_a_fetch_killed_writing_its_pack_index_does_not_stop_the_next_sync(
+        two_machines: tuple[Path, Path, Path]) -> None:
+    remote, a_path, b_path = two_machines
+    written = write(a_path, "from A")
+    fsync_path(a_path)
+    sync_dying_in_index(b_path)
+    (lock,) = index_locks(b_path / ".git")  # what the kill left, with its pack
+    assert lock.with_name(lock.name[:-len(".idx.lock")] + ".pack").exists()
+    assert not lock.with_name(lock.name[:-len(".lock")]).exists()
+    sync_cli(b_path)  # was dulwich.file.FileLocked on that lock
+    assert index_locks(b_path / ".git") == [] and temp_files(b_path / ".git") == []
+    assert head(b_path) == head(remote, "main") == head(a_path)
+    assert set(written) <= set(texts(b_path))
+    git(b_path, "fsck", "--strict")
+    assert_sound(b_path)
+
+
+def test_a_pack_index_lock_a_sync_cannot_clear_is_a_clean_error_naming_it(
+        two_machines: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _remote, a_path, b_path = two_machines
+    write(a_path, "from A")
+    fsync_path(a_path)
+    sync_dying_in_index(b_path)
+    (lock,) = index_locks(b_path / ".git")
+    monkeypatch.setattr(fsync, "clear_stale_local", lambda git, remote: None)
+    with filemem.open_store(b_path) as p, pytest.raises(filemem.errors.SyncError) as caught:
+        fsync.sync(p.store)
+    assert caught.value.code == "SYNC_BUSY"
+    assert str(lock) in caught.value.message and "remove that file" in caught.value.message
+    assert lock.exists()
+
+
+def test_a_push_killed_writing_its_pack_index_in_a_local_remote(
+        two_machines: tuple[Path, Path, Path]) -> None:
+    """In a local remote another machine's push may be writing that index right now: a
+    young lock is left there and the push says so, naming it; once old, the next sync
+    removes it with its pack and pushes."""
+    remote, a_path, _b_path = two_machines
+    written = write(a_path, "pushed")
+    before = head(remote, "main")
+    sync_dying_in_index(a_path)  # nothing to fetch: the index was the remote's
+    (lock,) = index_locks(remote)
+    assert head(remote, "main") == before
+    done = subprocess.run(cli("sync", "--store", str(a_path)), capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and "REMOTE_BUSY" in done.stderr, done.stderr
+    assert str(lock) in done.stderr and "Traceback" not in done.stderr
+    assert lock.exists() and head(remote, "main") == before
+    then = time.time() - 2 * fremotes.STALE_TEMP_PACK
+    os.utime(lock, (then, then))
+    sync_cli(a_path)
+    assert index_locks(remote) == [] and temp_files(remote) == []
+    assert head(remote, "main") == head(a_path)
+    git(remote, "fsck", "--strict")
+    with filemem.open_store(a_path) as p:
+        assert set(written) <= {e["text"] for e in p.list_entries()}

@@ -25,6 +25,7 @@ from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
 from filemem.owner import handedits, history, imports, remotes, sync, watch
+from filemem.owner.filemerge import Prefer
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
@@ -225,8 +226,11 @@ class Owner:
     def remove_remote(self, name: str) -> Remote:
         return remotes.remove_remote(self._store, name)
 
-    def sync(self, name: str | None = None, *, progress: Progress | None = None) -> SyncResult:
-        return sync.sync(self._store, name, progress=progress)
+    def sync(self, name: str | None = None, *, progress: Progress | None = None,
+             keep_config: Prefer | None = None) -> SyncResult:
+        """Fetch, integrate, push. ``keep_config`` ("local" or "remote") decides the keys of
+        filemem.yaml both sides changed differently (otherwise CONFIG_CONFLICT)."""
+        return sync.sync(self._store, name, progress=progress, keep_config=keep_config)
 
     # ------------------------------------------------------------ watching
 
@@ -263,5 +267,5 @@ def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
     return sync.clone(url, path, progress=progress)
 
 
-__all__ = ["Change", "Owner", "OwnerApproval", "Remote", "Report", "SyncResult", "clone",
+__all__ = ["Change", "Owner", "OwnerApproval", "Prefer", "Remote", "Report", "SyncResult", "clone",
            "make_export_folder", "normalize_url", "write_export"]

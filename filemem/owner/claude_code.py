@@ -302,7 +302,7 @@ def _check_server(f: JsonFile) -> dict[str, Any] | None:
         command = (current.get("command") or current.get("url")) \
             if isinstance(current, dict) else current
         raise errors.ConnectError(
-            errors.CONFIG_CONFLICT,
+            errors.NAME_TAKEN,
             f'{f.path} already has an MCP server named "{SERVER}" that does not run filemem '
             f"({command!r}); rename or remove it (`claude mcp remove {SERVER}`), then run the "
             "command again; nothing was changed", {"path": f.path})

@@ -238,7 +238,7 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
     if settings is None and os.path.lexists(target.plugin_dir) and \
             (not os.path.isdir(target.plugin_dir) or os.listdir(target.plugin_dir)):
         raise errors.ConnectError(
-            errors.CONFIG_CONFLICT,
+            errors.NAME_TAKEN,
             f"{target.plugin_dir} exists and was not written by filemem: Hermes' plugin "
             f"named {PLUGIN!r} would be that one. Move it away, then run `filemem connect "
             "hermes` again. Nothing was changed.", {"path": target.plugin_dir})

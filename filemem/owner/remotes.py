@@ -261,6 +261,8 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
     """Fetch the remote's ``main`` into the object store; its commit, or None if the
     remote has no ``main`` yet. Only adds objects (and the remote-tracking ref), private
     to the owner whatever the umask: folders 0700, refs and logs 0600, packs 0400."""
+    from dulwich.file import FileLocked
+
     client, path = _client(git, remote.url)
     repo = git.repo
     store: Any = repo.object_store
@@ -274,6 +276,8 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
             with _transport_errors(remote, "fetch from"):
                 result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
                                       progress=_progress_fn(progress))
+        except FileLocked as exc:  # not a killed fetch's: clear_stale_local removed those
+            raise _locked_file(exc, remote, pushing=False) from None
         finally:
             private_packs(git.git_dir)  # dulwich writes its packs 0444
         sha = (result.refs or {}).get(BRANCH_REF)
@@ -316,7 +320,9 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
         try:
             result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
                                       progress=_progress_fn(progress))
-        except FileLocked:
+        except FileLocked as exc:
+            if _PACK_INDEX_LOCK.match(os.path.basename(os.fsdecode(exc.lockfilename))):
+                raise _locked_file(exc, remote, pushing=True) from None
             return False  # another push is moving the ref right now: fetch and retry
         finally:
             if target is not None:
@@ -405,9 +411,12 @@ _DULWICH_TMP_PACK: Final = re.compile(r"tmp[a-z0-9_]{8}\.pack\Z")
 
 
 def clear_stale_local(git: GitRepo, remote: Remote) -> None:
-    """What a killed fetch left in the store's .git (call it holding the sync lock, so no
-    sync is running): dulwich's temporary pack files and the remote-tracking ref's lock. Neither
-    harms the store; the lock would only stop the tracking ref from moving."""
+    """What a killed fetch left in the store's .git: dulwich's temporary pack files, a pack
+    index it was writing (:func:`_clear_pack_index_locks`) and the remote-tracking ref's
+    lock. None harms the store; the ref lock would stop the tracking ref from moving and
+    the index lock every later fetch of the same objects. Call it holding the sync lock
+    and the store lock: no other sync is fetching then, and no filemem write is packing
+    loose objects, so nothing alive owns what is left."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
@@ -433,6 +442,47 @@ def _clear_temp_packs(git_dir: str, older_than: float | None = None) -> None:
         with contextlib.suppress(FileNotFoundError):
             if older_than is None or time.time() - os.stat(path).st_mtime >= older_than:
                 os.unlink(path)
+    _clear_pack_index_locks(pack_dir, older_than)
+
+
+_PACK_INDEX_LOCK: Final = re.compile(r"pack-[0-9a-f]{40,64}\.idx\.lock\Z")
+
+
+def _clear_pack_index_locks(pack_dir: str, older_than: float | None = None) -> None:
+    """dulwich moves a received pack in as ``pack-<sha>.pack``, then writes its index to
+    ``pack-<sha>.idx.lock`` and renames that to ``.idx``. A transfer killed in between
+    leaves the lock (and a pack nothing reads, having no index), and the next transfer of
+    the same objects stops on the lock (``dulwich.file.FileLocked``). git never writes such
+    a lock (its index is a ``tmp_idx_*`` renamed into place), so each is dulwich's: remove
+    it and its pack, unless that pack has its index. ``older_than`` as for temporary packs:
+    the caller holds the locks that keep a live writer out, or only one unwritten for that
+    long is taken for a dead one's."""
+    with contextlib.suppress(FileNotFoundError):
+        names = set(os.listdir(pack_dir))
+        for name in sorted(n for n in names if _PACK_INDEX_LOCK.match(n)):
+            lock = os.path.join(pack_dir, name)
+            base = name[:-len(".idx.lock")]
+            with contextlib.suppress(FileNotFoundError):
+                if older_than is not None and time.time() - os.stat(lock).st_mtime < older_than:
+                    continue
+                os.unlink(lock)
+                if base + ".idx" not in names:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(pack_dir, base + ".pack"))
+
+
+def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
+    """A git file dulwich found locked during a transfer, as one clear error naming it."""
+    lock = os.fsdecode(exc.lockfilename)
+    if not pushing:
+        return SyncError("SYNC_BUSY", f"cannot fetch from {remote.name}: {lock} is held (a "
+                         "program other than filemem is writing it in this store); when it "
+                         "has finished, or if nothing is running, remove that file and sync "
+                         "again")
+    return SyncError("REMOTE_BUSY", f"cannot push to {remote.name}: {lock} is held (another "
+                     "push is writing it, or one was killed while writing it; the next sync "
+                     f"removes it once it is {STALE_TEMP_PACK / 60:.0f} minutes old); "
+                     "sync again later")
 
 
 __all__ = [
