@@ -170,14 +170,14 @@ class PortUnavailable(Exception):
 
 
 def listen(port: int) -> socket.socket:
-    """The listening socket on 127.0.0.1:``port``, bound before anything is printed or the
-    token file is written: a port another server holds is refused without touching that
-    server's token file."""
+    """The socket for 127.0.0.1:``port``, bound before anything is printed or the token file
+    is written: a port another server holds is refused without touching that server's token
+    file. It listens only once the token file is written (:func:`serve_http`), so a client
+    that can connect can also read the token."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
     try:
         sock.bind(("127.0.0.1", port))
-        sock.listen(128)
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
@@ -203,6 +203,7 @@ async def serve_http(server: FilememServer, sock: socket.socket) -> None:
 
     port = sock.getsockname()[1]
     token, path = httpauth.issue(port)
+    sock.listen(128)
     app = httpauth.require(token, server.streamable_http_app(host="127.0.0.1"))
     print(f"filemem mcp: serving http://127.0.0.1:{port}/mcp\n"
           f"filemem mcp: clients must send the header 'Authorization: Bearer {token}' "
