@@ -39,7 +39,17 @@ from typing import Any, Final
 from filemem import yamlsafe
 from filemem.errors import ProtocolError
 from filemem.jsstr import ascii_lower
-from filemem.model import SCOPES, TRACKS, UUID_RE, Entry, iso_ms, normalize_tags, parse_iso_ms
+from filemem.model import (
+    SCOPES,
+    TRACKS,
+    UUID_RE,
+    Entry,
+    iso_ms,
+    meta_json,
+    meta_problem,
+    normalize_tags,
+    parse_iso_ms,
+)
 
 FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
@@ -54,6 +64,7 @@ _PLAIN_SPECIAL: Final = frozenset(
 _TS_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 _INT_RE: Final = re.compile(r"(?:0|[1-9][0-9]{0,15})\Z")
 _LINE_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]*): (.*)\Z")
+_META_LINE_RE: Final = re.compile(r"(x-[a-z0-9][a-z0-9-]{0,62}): (\{.*\})\Z")
 _LIST_ITEM_RE: Final = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.@+/-]*)\s*(,|\Z)')
 # YAML's printable set minus characters some tools treat as line breaks; the rest is escaped.
 _YAML_UNSAFE: Final = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
@@ -127,6 +138,20 @@ def _field_lines(entry: Entry) -> list[str]:
     ]
 
 
+def _meta_lines(entry: Entry) -> list[str]:
+    """One line per ``x-<name>`` key after the protocol fields: its value as one line of
+    JSON (a YAML flow mapping), with the characters YAML tools may break lines at escaped."""
+    return [_meta_line(key, text) for key, text in entry.meta]
+
+
+def _meta_line(key: str, text: str) -> str:
+    return f"{key}: {_YAML_UNSAFE.sub(_escape, text)}"
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
 def encode(entry: Entry, previous: bytes | None = None) -> bytes:
     """The file bytes for ``entry``. With ``previous`` (the file being replaced), keys and
     lines that are not protocol fields are kept as they were."""
@@ -136,7 +161,7 @@ def encode(entry: Entry, previous: bytes | None = None) -> bytes:
             spliced = _splice(split[0], entry)
             if spliced is not None:
                 return b"---\n" + spliced.encode("utf-8") + b"---\n" + entry.text.encode("utf-8")
-    head = "\n".join(_field_lines(entry))
+    head = "\n".join(_field_lines(entry) + _meta_lines(entry))
     return f"---\n{head}\n---\n".encode() + entry.text.encode("utf-8")
 
 
@@ -226,7 +251,7 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     lines = head.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if len(lines) != len(FIELDS):
+    if len(lines) < len(FIELDS):
         return None
     values: dict[str, Any] = {}
     for line, key in zip(lines, FIELDS, strict=False):
@@ -237,7 +262,27 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
             values[key] = _parse_canonical_value(key, m.group(2))
         except ValueError:
             return None
+    meta: list[tuple[str, str]] = []
+    for line in lines[len(FIELDS):]:  # x-<name> keys, sorted, one line of JSON each
+        m = _META_LINE_RE.match(line)
+        if not m or (meta and m.group(1) <= meta[-1][0]):
+            return None
+        try:
+            value = json.loads(m.group(2), parse_constant=_no_constant)
+        except ValueError:
+            return None
+        if meta_problem(m.group(1), value) is not None:
+            return None
+        meta.append((m.group(1), meta_json(value)))
+        if _meta_line(*meta[-1]) != line:
+            return None  # not exactly as filemem writes it: the YAML reader decides
+    values["meta"] = tuple(meta)
     return values
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
 
 
 def _load_yaml(head: str) -> Any:
@@ -250,12 +295,15 @@ def _load_yaml(head: str) -> Any:
 
 
 def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Parse any front-matter behind the guards: (protocol fields, extra keys)."""
+    """Parse any front-matter behind the guards: (protocol fields, extra keys). An
+    ``x-<name>`` key whose value is a JSON object is also the entry's metadata
+    (``values["meta"]``); any other extra key is only kept as it is."""
     data = _load_yaml(head)
     if not isinstance(data, dict):
         raise CodecError("front-matter is not a YAML mapping of keys to values")
     values: dict[str, Any] = {}
     extras: list[str] = []
+    meta: list[tuple[str, str]] = []
     for key, value in data.items():
         if not isinstance(key, str):
             raise CodecError(f"front-matter key {key!r} is not a string")
@@ -263,9 +311,40 @@ def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
             raise CodecError("front-matter uses a YAML merge key, which entry files may not")
         if key in FIELDS:
             values[key] = _plainify(value)
-        else:
-            extras.append(key)
+            continue
+        extras.append(key)
+        if key.startswith("x-"):
+            try:
+                plain = _json_value(value)
+            except ValueError:
+                continue  # not JSON: an ordinary key of the file's own
+            if meta_problem(key, plain) is None:
+                meta.append((key, meta_json(plain)))
+    values["meta"] = tuple(sorted(meta))
     return values, tuple(extras)
+
+
+def _json_value(value: Any) -> Any:
+    """ruamel's round-trip value as plain JSON types; ValueError if it is not JSON."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError("a key that is not a string")
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return _not_json(value)
+
+
+def _not_json(value: Any) -> Any:
+    raise ValueError(f"{type(value).__name__} is not JSON")
 
 
 def _plainify(value: Any) -> Any:
@@ -347,7 +426,8 @@ def _entry(values: dict[str, Any], body: bytes) -> Entry:
     return Entry(
         id=eid, track=track, scope=scope, workspace_key=workspace_key, agent_key=agent_key,
         text=text, source=source, tags=tuple(tags), version=version, created_at=created,
-        updated_at=updated, session_id=session_id, fold=ascii_lower(text),
+        updated_at=updated, session_id=session_id, meta=values.get("meta", ()),
+        fold=ascii_lower(text),
     )
 
 
@@ -462,6 +542,8 @@ def _redump(head: str, entry: Entry) -> str | None:
         return None
     yaml = YAML(typ="rt")
     yaml.width = 1 << 16
+    for key, text in entry.meta:
+        data[key] = json.loads(text)
     for key, value in field_values(entry).items():
         if isinstance(value, list):
             seq = CommentedSeq(value)
