@@ -24,7 +24,7 @@ from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, remotes, sync, watch
+from filemem.owner import handedits, history, reimport, remotes, sync, watch
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
@@ -114,6 +114,14 @@ class Owner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------ imports
+
+    def imported_before(self, adapter_id: str, inputs: Any, write: Any
+                        ) -> list[dict[str, Any]]:
+        """Of an adapter's entries, those it imported before into the same layers (see
+        :mod:`filemem.owner.reimport`): leave them out to import a folder again."""
+        return reimport.imported_before(self.provider, adapter_id, inputs, write)
 
     # ------------------------------------------------------------ pending approvals
 
