@@ -18,12 +18,13 @@ key ``x-<adapter id>``, with the SHA-256 of the text it came with; the model nev
 ``export`` then gets each entry that has some with ``"adapterMetadata": {"key", "data",
 "textSha256", "textUnchanged"}``: ``textUnchanged`` is false once the text was changed in
 filemem (a replace keeps the metadata), so the adapter gives back what came in only for what
-did not change. ``key`` names the memory in the other tool (its file, its id): an import of
-a memory already imported with the same key into the same layer is skipped when the text is
-the same, or the one it was imported with. An adapter may also have ``export_into(entries,
-current)``: the export into a destination that already holds files, given what they hold now
-(``{"files": {name: text}}`` for the files its export writes), so that exporting into a live
-folder keeps what is not filemem's (Claude Code's MEMORY.md lines of other files).
+did not change. ``key`` names the memory in the other tool (its file, its id): the owner's
+import skips a memory this adapter imported with the same key into the same layer before,
+in the version it was imported in (``filemem.owner.imports``). An adapter may also have
+``export_into(entries, current)``: the export into a destination that already holds files,
+given what they hold now (``{"files": {name: text}}`` for the files its export writes), so
+that exporting into a live folder keeps what is not filemem's (Claude Code's MEMORY.md
+lines of other files).
 
 Adapters do no I/O and call no model, so the caller decides where payloads come from and
 go. The convention the CLI follows: one text file is ``{"text", "file", "path"}``, a

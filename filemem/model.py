@@ -28,7 +28,8 @@ PROTOCOL: Final = "dsh-memory-protocol/v1"
 TRACKS: Final = ("user", "agent")
 SCOPES: Final = ("user-global", "workspace")
 LAYERS: Final = tuple((t, s) for t in TRACKS for s in SCOPES)
-DEFAULT_SOURCE: Final = "dsh-memento"  # the protocol's default provenance label
+DEFAULT_SOURCE: Final = "filemem"  # the provenance label of a write that names none (the
+# reference implementation writes its own name, "dsh-memento", there)
 MAX_TAGS: Final = 16
 MAX_TAG_LENGTH: Final = 32
 MAX_QUERY_LIMIT: Final = 1000

@@ -237,6 +237,14 @@ def test_snapshot_text_is_the_audited_text(store: Path) -> None:
     row = as_json("audit", "--limit", "1", store=store)[0]
     assert row["action"] == "snapshot" and row["sessionId"] == "S1"
     assert out == row["text"] + ("" if row["text"].endswith("\n") else "\n")
+    # what a `filemem mcp` session gets: filemem's header naming the MCP server's tools
+    assert out.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in out
+    assert out.splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
+    hooked = ok("snapshot", "--workspace", "/w/p", "--tools", "remember, forget", store=store)
+    assert hooked.splitlines()[0].endswith("use the remember or forget tool.]")
+    bad = run_cli("snapshot", "--tools", "two words", store=store)
+    assert bad.returncode == 1 and "INVALID_INPUT" in bad.stderr and "snapshot tools" in bad.stderr
 
     shown = as_json("snapshot", "--workspace", "/w/p", "--session", "S2", store=store)
     assert shown["sessionId"] == "S2"

@@ -99,7 +99,8 @@ TEXTS = [
 def test_body_round_trips_byte_exact(text: str) -> None:
     entry = make_entry(text=text)
     data = encode(entry)
-    assert data.endswith(b"\n---\n" + text.encode("utf-8"))
+    # the text, then the file's own final newline (schemas/entry-file.md)
+    assert data.endswith(b"\n---\n" + text.encode("utf-8") + b"\n")
     decoded = decode(data)
     assert decoded.entry == entry
     assert decoded.entry.text == text
@@ -163,7 +164,8 @@ def test_canonical_shape() -> None:
         "updatedAt: 2023-11-14T22:13:20.123Z",
         "sessionId: s1",
     ]
-    assert data == ("---\n" + "\n".join(lines) + "\n---\nPrefers replies in Chinese\n").encode()
+    # the text ends in a newline of its own; the last one is the file's
+    assert data == ("---\n" + "\n".join(lines) + "\n---\nPrefers replies in Chinese\n\n").encode()
 
 
 def test_canonical_is_stable() -> None:
@@ -204,7 +206,7 @@ def test_hand_made_front_matter_parses() -> None:
     decoded = decode(hand_made())
     assert not decoded.canonical
     assert decoded.extras == ("name", "description", "metadata", "notes")
-    assert decoded.entry == make_entry(text="Prefers Chinese.\n", source="claude",
+    assert decoded.entry == make_entry(text="Prefers Chinese.", source="claude",
                                        session_id=None)
 
 
@@ -225,7 +227,7 @@ def test_replace_of_hand_made_file_keeps_extra_keys_and_comments() -> None:
                  "# the tags, one per line\n",
                  "notes: |\n  track: agent\n  (this is text, not a key)\n"):
         assert kept in text
-    assert out.endswith(b"\n---\nPrefers replies in Chinese.\n")
+    assert out.endswith(b"\n---\nPrefers replies in Chinese.\n\n")
     # only protocol lines changed; every line of the person's own survives in order
     own = [line for line in HAND_MADE.splitlines()
            if line.split(":", 1)[0] not in FIELDS and not line.startswith("  - ")]
@@ -274,11 +276,12 @@ def test_bom_and_crlf_front_matter() -> None:
     head = HAND_MADE.replace("\n", "\r\n")
     data = b"\xef\xbb\xbf---\r\n" + head.encode() + b"---\r\nbody\r\n"
     decoded = decode(data)
-    assert decoded.entry.text == "body\r\n"
+    # CRLF throughout (a Windows editor's file) reads as LF: the last line end is the file's
+    assert decoded.entry.text == "body"
     assert decoded.entry.source == "claude"
     out = encode(decoded.entry.revised(version=2), previous=data)
     assert decode(out).entry == decoded.entry.revised(version=2)
-    assert b"name: prefers-chinese" in out
+    assert b"name: prefers-chinese\n" in out and b"\r" not in out
 
 
 def test_offset_timestamps_are_read_as_utc() -> None:

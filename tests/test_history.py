@@ -467,9 +467,32 @@ def test_an_invalid_entry_at_head_is_a_problem(p: filemem.Provider, store_path: 
                     encoding="utf-8")
     bad = person_commits(store_path, "Break it", rel(store_path, path))
     report = verify_json(store_path, expect_exit=1)
-    assert {"commit": bad, "problem": f"{rel(store_path, path)}: track must be one of "
-            "user|agent (got 'robot')"} in report["problems"]
+    # one problem, at the commit that brought the file: the file, why, the way out (not
+    # also "removes an audited entry" or "replaying history does not give HEAD")
+    [problem] = report["problems"]
+    assert problem["commit"] == bad
+    assert problem["problem"].startswith(f"memory store file {path} is corrupt: track must "
+                                         "be one of user|agent (got 'robot'); it came in "
+                                         f'with commit {bad[:10]} "Break it"')
+    assert f"`git -C {store_path} revert {bad[:10]}`" in problem["problem"]
     assert [e["subject"] for e in report["externalCommits"]] == ["Break it"]
+    # mended by a commit of the fix, history verifies again
+    path.write_text(path.read_text(encoding="utf-8").replace("track: robot", "track: user"),
+                    encoding="utf-8")
+    person_commits(store_path, "Mend it", rel(store_path, path))
+    assert verify_json(store_path)["ok"] is True
+
+
+def test_an_entry_removed_by_git_and_brought_back_is_no_problem(p: filemem.Provider,
+                                                                store_path: Path) -> None:
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    git(store_path, "rm", "-q", rel(store_path, file_of(store_path, tea["id"])))
+    gone = person_commits(store_path, "Drop it")
+    report = verify_json(store_path, expect_exit=1)
+    assert [pr["commit"] for pr in report["problems"]] == [gone]
+    assert f"`git revert {gone[:12]}` brings them back" in report["problems"][0]["problem"]
+    git(store_path, "revert", "--no-edit", gone)  # as that problem says
+    assert verify_json(store_path)["ok"] is True
 
 
 def test_verify_json_of_a_new_store(store_path: Path) -> None:

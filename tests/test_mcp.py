@@ -18,6 +18,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from pydantic import FileUrl
 
 import filemem
+from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.model import workspace_key_of
 from tests.conftest import ctx, git
 
@@ -141,6 +142,9 @@ def test_tools_resources_and_prompts_are_listed(store: Path, mode: str) -> None:
             assert code in (add.description or "")
         assert set(tools["memory_consolidate"].input_schema["required"]) == {"matches", "text"}
         assert set(tools["memory_replace"].input_schema["required"]) == {"match", "text"}
+        # the snapshot's header names these (filemem.mcp.names, read without the SDK)
+        assert {n for n in tools if n not in ("memory_query", "memory_budgets")} == \
+            set(WRITE_TOOL_NAMES)
         assert [r.uri for r in resources] == ["filemem://snapshot"]
         assert [p.name for p in prompts] == ["memory_snapshot"]
         assert not any("pending" in n or "approve" in n or "polic" in n for n in tools)
@@ -364,6 +368,33 @@ def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mod
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_miss_names_other_layers_the_session_sees_and_nothing_else(
+        store: Path, other: filemem.Provider, mode: str, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir(exist_ok=True)
+    other.add({"track": "agent", "scope": "workspace", "text": "CI runs on Debian 12"},
+              ctx(cwd=str(proj)))
+    other.add({"track": "user", "scope": "workspace", "text": "Debian elsewhere"},
+              ctx(cwd=str(tmp_path / "elsewhere")))
+    other.add({"track": "user", "scope": "user-global", "text": "Debian of the reviewer"},
+              ctx(cwd=str(proj), agent="reviewer"))
+
+    async def scenario() -> t.CallToolResult:
+        async with served(store, mode, person=Person(), workspace=proj) as c:
+            return await c.call_tool("memory_remove", {"scope": "workspace", "match": "Debian"})
+
+    e = err(anyio.run(scenario))
+    assert e["code"] == "ENTRY_NOT_FOUND"
+    assert e["details"]["elsewhere"] == [{"track": "agent", "scope": "workspace",
+                                          "workspaceKey": str(proj), "agentKey": "",
+                                          "entries": 1}]
+    assert f'searched the shared layer and agent "coder"\'s of workspace "{proj}"' in e["message"]
+    assert "it is in agent/workspace" in e["message"] and "details.elsewhere" in e["hint"]
+    # another workspace's entry and another agent's are not this session's to know of
+    assert "elsewhere" not in e["message"] and "reviewer" not in json.dumps(e)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_head_moved_by_another_process_is_served(store: Path, other: filemem.Provider,
                                                  mode: str, tmp_path: Path) -> None:
     w = ctx(cwd=str(tmp_path / "proj"))
@@ -453,6 +484,10 @@ def test_snapshot_is_frozen_and_audited_byte_for_byte(store: Path, other: fileme
         return first.text, again.text, content.text
 
     first, again, prompt = anyio.run(scenario)
+    # filemem names itself and the tools this server lists (not the reference's "memory tool")
+    assert first.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in first
+    assert first.splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
     assert "偏好中文回复 🙂\r\nline two" in first and "- tests first" in first
     assert "later fact" not in first
     assert again == first and prompt == first

@@ -24,6 +24,7 @@ from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
 from filemem.shown import visible
+from filemem.types import SkippedEntry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -218,12 +219,12 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
 
 def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent: str | None,
                         session_id: str | None, yes: bool, store_path: str | None,
-                        as_json: bool) -> None:
-    """Convert PATH with the adapter, then seed: one approval, one commit, the budget
-    checked before asking and again after (the Provider's seed does both)."""
-    from filemem.cli.common import open_store, write_ctx
+                        as_json: bool, keep_duplicates: bool = False) -> None:
+    """Convert PATH with the adapter, then import: one approval, one commit, the budget
+    checked before asking and again after (the Provider's seed does both); entries already
+    in memory are skipped unless ``keep_duplicates`` (the owner side's rule)."""
+    from filemem.cli.common import open_owner, write_ctx
     from filemem.model import workspace_key_of
-    from filemem.owner import Owner
 
     check_id(adapter_id)
     registry = default_registry()
@@ -246,26 +247,32 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
             click.echo(f"filemem: note: {adapter_id} placed entries in workspace "
                        f"{visible(key)}, which is not a folder here; if that is wrong, "
                        "import again with --workspace DIR", err=True)
-    ctx = write_ctx(workspace, agent, session_id)
-    with open_store(store_path, yes=yes) as store:
-        skipped = Owner(store).imported_before(adapter_id, entries, ctx)
-        left_out = {s["index"] for s in skipped}
-        kept = [e for i, e in enumerate(entries) if i not in left_out]
-        result = store.import_entries(kept, ctx) if kept else {"added": 0, "entries": []}
+    with open_owner(store_path, validate=True, yes=yes) as owner:
+        result = owner.import_entries(entries, write_ctx(workspace, agent, session_id),
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
     if as_json:
-        emit_json({**result, "skipped": skipped})
+        emit_json(result)
         return
-    n = len(skipped)
-    again = ("already imported from there (the same memory, as filemem has it or as it was "
-             "imported)" if n == 1 else "already imported from there (the same memories, as "
-             "filemem has them or as they were imported)")
-    if not kept:
-        click.echo(f"Nothing to import: {'the entry was' if n == 1 else f'all {n} entries were'} "
-                   f"{again}; nothing was written.")
+    skipped = result["skipped"]
+    if not result["added"]:
+        click.echo(f"Nothing to import: {skipped_line(skipped)}; nothing was written "
+                   "(--keep-duplicates imports them anyway).")
         return
     click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
     if skipped:
-        click.echo(f"Left out {n} {'entry' if n == 1 else 'entries'} {again}.")
+        click.echo(f"Skipped {skipped_line(skipped)} (--keep-duplicates imports them too).")
+
+
+def skipped_line(skipped: list[SkippedEntry]) -> str:
+    """``3 already in memory, 1 repeated in the import, 1 imported before``."""
+    parts = []
+    for why, said in (("in-memory", "already in memory"), ("repeated", "repeated in the import"),
+                      ("imported-before", "imported before in this version and changed in "
+                       "filemem since")):
+        n = sum(1 for s in skipped if s["why"] == why)
+        if n:
+            parts.append(f"{n} {'entry' if n == 1 else 'entries'} {said}")
+    return ", ".join(parts)
 
 
 def export_with_adapter(adapter_id: str, out: str | None, track: str | None, scope: str | None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -86,7 +87,28 @@ def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
         if exc.details.get("outcome") == "unavailable":
             click.echo("filemem: no terminal to ask for approval: run the command in a "
                        "terminal, or pass --yes to approve it yourself", err=True)
+        for line in retry_hints(exc):
+            click.echo(line, err=True)
     sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
+
+
+def retry_hints(exc: errors.FilememError) -> list[str]:
+    """For a match found in other layers than the one searched (ENTRY_NOT_FOUND's
+    ``details.elsewhere``): the options that point the same command at each of them."""
+    places = exc.details.get("elsewhere") if exc.code == errors.ENTRY_NOT_FOUND else None
+    if not isinstance(places, list):
+        return []
+    lines = []
+    for p in places[:3]:
+        opts = ["--track", p["track"], "--scope", p["scope"]]
+        if p["workspaceKey"] is not None and p["workspaceKey"] != exc.details.get("workspaceKey"):
+            opts += ["--workspace", p["workspaceKey"]]
+        if p["agentKey"] and p["agentKey"] != exc.details.get("agentKey"):
+            opts += ["--agent", p["agentKey"]]
+        shown = " ".join(shlex.quote(visible(o)) for o in opts)
+        lines.append(f"filemem: to change it in {p['track']}/{p['scope']}, run the command "
+                     f"again with {shown}")
+    return lines
 
 
 def one_line(text: str, width: int = 100) -> str:
@@ -96,12 +118,29 @@ def one_line(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
-def entry_line(e: dict[str, Any]) -> str:
-    where = f"{e['track']}/{e['scope']}"
-    if e["agentKey"]:
-        where += f" #{visible(e['agentKey'])}"
-    tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
-    return f"{e['id'][:8]}  {where:<22} {one_line(e['text'])}{tags}"
+def workspace_shown(key: str) -> str:
+    """A workspace key for a person: the home folder as ``~``."""
+    home = os.path.expanduser("~")
+    if home not in ("", "/", "~") and (key == home or key.startswith(home + os.sep)):
+        key = "~" + key[len(home):]
+    return visible(key)
+
+
+def entry_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """One line per entry: id, track/scope, workspace, agent layer, text and tags, in
+    columns (``filemem list`` and ``query``)."""
+    rows = []
+    for e in entries:
+        ws = workspace_shown(e["workspaceKey"] or "(none)") if e["scope"] == "workspace" \
+            else "all workspaces"
+        agent = f"agent {visible(e['agentKey'])}" if e["agentKey"] else "shared"
+        tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
+        rows.append((e["id"][:8], f"{e['track']}/{e['scope']}", ws, agent,
+                     one_line(e["text"]) + tags))
+    wide = min(max((len(r[2]) for r in rows), default=0), 40)
+    agents = min(max((len(r[3]) for r in rows), default=0), 24)
+    return [f"{i}  {layer:<16}  {ws:<{wide}}  {agent:<{agents}}  {text}"
+            for i, layer, ws, agent, text in rows]
 
 
 def usage_line(u: Mapping[str, Any]) -> str:
@@ -172,15 +211,17 @@ def open_store(store_path: str | None, *, yes: bool = False, validate: bool = Tr
         gate = TerminalPrompt()
     else:
         gate = None
-    return filemem.open_store(store_path, gate=gate, validate=validate)
+    # the owner sees every entry, so a match not found is named wherever it is
+    return filemem.open_store(store_path, gate=gate, validate=validate, reveal_matches=True)
 
 
-def open_owner(store_path: str | None, *, validate: bool = False) -> Owner:
+def open_owner(store_path: str | None, *, validate: bool = False, yes: bool = False) -> Owner:
     """The owner's facade over the store; by default opened even with invalid files at
-    HEAD (the owner's commands are how a person repairs them)."""
+    HEAD (the owner's commands are how a person repairs them). ``yes``: as for
+    :func:`open_store`."""
     from filemem.owner import Owner
 
-    return Owner(open_store(store_path, validate=validate))
+    return Owner(open_store(store_path, yes=yes, validate=validate))
 
 
 def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:

@@ -141,22 +141,39 @@ def _git_operation_lines(found: Any) -> list[str]:
 @command
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
-    added and deleted entries, and why a file could not be adopted. Also says when a git
+    added and deleted entries, and why a file could not be adopted. Files committed
+    invalid (with git itself) come first, each with the commit that brought it and how to
+    mend it: until then agents' memory reads and writes fail. Also says when a git
     merge, rebase, cherry-pick, revert, `git am` or bisect is unfinished in the store (on
-    stderr with --json), and how to finish or undo it."""
+    stderr with --json), and how to finish or undo it. Editors' swap, backup and
+    temporary files (.x.md.swp, 4913, x.md~, ...) are not entries and are skipped."""
     with open_owner(store_path) as owner:
         found = owner.git_operation()
         changes = owner.status()
+        bad = owner.invalid(changes)
     if found is not None:
         for line in _git_operation_lines(found):
             click.echo(line, err=as_json)
         if not as_json:
             click.echo()
     if as_json:
-        emit_json([c.to_json() for c in changes])
+        emit_json([c.to_json() for c in bad if c.kind == "invalid"] +
+                  [c.to_json() for c in changes])
         return
+    if bad:
+        click.echo("Invalid files committed at HEAD (memory reads and writes fail with "
+                   "STORE_CORRUPT until each is mended):")
+        for c in bad:
+            assert c.at_head is not None
+            click.echo(f"  ! {visible(c.path)}\n      {visible(c.at_head.message)}")
+            if c.kind != "invalid":
+                click.echo(f"      you have changed it (below): `filemem adopt "
+                           f"{visible(c.path)}` commits your change")
+        if changes:
+            click.echo("")
     if not changes:
-        click.echo("Nothing to adopt: the working tree matches the memory agents see.")
+        if not bad:
+            click.echo("Nothing to adopt: the working tree matches the memory agents see.")
         return
     click.echo("Changes agents do not see yet (M edited, A added, D deleted):")
     for c in changes:
@@ -167,6 +184,17 @@ def status(store_path: str | None, as_json: bool) -> None:
         return
     click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
                "`filemem discard [PATH...]` puts files back as committed.")
+
+
+def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
+    """No file differs from HEAD: say so, and what mends the files invalid at HEAD."""
+    if as_json:
+        emit_json([])
+        return
+    bad = owner.invalid()
+    click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
+        f" {len(bad)} file(s) committed at HEAD are invalid; `filemem status` shows each "
+        "and how to mend it." if bad else ""))
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -190,13 +218,18 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     """Commit your edits of the files at PATHS (default: all) so agents see them.
 
     Shows the diff and asks (default No). Each file is validated; a file you wrote from
-    scratch gets an id and front-matter. One commit, with an `edit` audit row per file.
+    scratch gets an id and front-matter. The text is what you typed: the final newline an
+    editor adds is the file's, and a file saved with CRLF line ends throughout is read as
+    LF. One commit, with an `edit` audit row per file.
     """
     import sys
 
     with open_owner(store_path) as owner:
         owner.refuse_unfinished_git()  # a git merge's files are not hand edits
         changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
+        if not changes:
+            _nothing(owner, "adopt", as_json)
+            return
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
@@ -227,12 +260,16 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
 @command
 def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
     """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
-    back as committed, and files you added are deleted. Asks first (default No)."""
+    back as committed, and files you added are deleted (editors' swap, backup and temporary
+    files are left alone). Asks first (default No)."""
     import sys
 
     with open_owner(store_path) as owner:
         owner.refuse_unfinished_git()  # putting a conflicted file back would resolve it
         changes = owner.changes(paths or None)
+        if not changes:
+            _nothing(owner, "discard", as_json)
+            return
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
@@ -281,7 +318,8 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
 @command
 def verify(store_path: str | None, as_json: bool) -> None:
     """Replay the whole history and check that HEAD is exactly what the audited commits
-    produce. Commits made outside filemem are reported, not failed. Exit 1 on a problem."""
+    produce. Commits made outside filemem are reported, not failed; a file invalid at HEAD
+    is a problem, named at the commit that brought it. Exit 1 on a problem."""
     import sys
 
     with open_owner(store_path) as owner:
@@ -341,10 +379,8 @@ def watch(store_path: str | None, as_json: bool) -> None:
             click.echo(f"{stamp} {event['kind']} {event['path']}{note}")
         elif kind == "settled":
             click.echo(f"{stamp} {event['path']} now matches HEAD")
-        elif kind == "invalid-at-head":
-            click.echo(f"{stamp} INVALID at HEAD: {event['path']}: {event['problem']} (agents "
-                       "get STORE_CORRUPT until it is fixed: edit it and `filemem adopt`, or "
-                       "`git revert`)")
+        elif kind == "invalid-at-head":  # the problem names the file and the way out
+            click.echo(f"{stamp} INVALID at HEAD: {event['problem']}")
         else:
             click.echo(f"{stamp} {kind}: {event.get('message', '')}", err=True)
 

@@ -26,11 +26,15 @@ _HINTS: Final = {
                             "the same track/scope, then retry this write.",
     errors.AMBIGUOUS_MATCH: "Several entries contain the match (see details.sample). Retry with a "
                             "longer substring that occurs in exactly one entry.",
-    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. Run "
-                            "memory_query to find the exact text and its track/scope.",
+    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. If "
+                            "details.elsewhere names another track/scope you can see, retry "
+                            "there; else run memory_query to find the exact text and its "
+                            "track/scope.",
     errors.INVALID_INPUT: "Fix the arguments as the message says and retry.",
-    errors.STORE_CORRUPT: "The memory store needs repair; tell the user (`filemem status`). "
-                          "Do not retry.",
+    errors.STORE_CORRUPT: "The memory store needs a repair only the user can make: give them "
+                          "this message as it is (it names the file, the commit that brought "
+                          "it and the command that undoes it). Memory tools fail until it is "
+                          "mended; do not retry, and do not edit the store's files yourself.",
     errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
     errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
     errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",

@@ -30,6 +30,7 @@ from pydantic import AnyUrl, ValidationError
 
 from filemem import __version__, errors
 from filemem.mcp.arguments import problems
+from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.mcp.results import error_result, request_error
 from filemem.mcp.sessions import MemoryService, service_of
 from filemem.mcp.tools import (
@@ -121,7 +122,8 @@ async def snapshot_text(ctx: Context[Any, Any]) -> str:
     session = await memory.session_now(ctx)
     try:
         return await anyio.to_thread.run_sync(
-            lambda: memory.provider().snapshot(session.protocol(), say_empty=True))
+            lambda: memory.provider().snapshot(session.protocol(), say_empty=True,
+                                                     tools=WRITE_TOOL_NAMES))
     except Exception as exc:
         raise request_error("reading the memory snapshot", exc) from None
 

@@ -123,8 +123,11 @@ class MemoryService:
             if self._provider is None:
                 import filemem
 
+                # not validated here: an invalid file at HEAD fails each call (naming the
+                # file, its commit, the way out) and the store stays open, so its fix is
+                # served at once and history is walked once, not per call
                 self._provider = filemem.open_store(self.store, create=True,
-                                                    gate=ElicitationGate())
+                                                    gate=ElicitationGate(), validate=False)
             return self._provider
 
     def warm_up(self) -> None:

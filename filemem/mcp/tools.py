@@ -14,6 +14,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from filemem.mcp.gates import Approval
+from filemem.mcp.names import tool_name
 from filemem.mcp.results import (
     AddResult,
     BudgetsResult,
@@ -133,7 +134,7 @@ class WriteTool:
 
     @property
     def name(self) -> str:
-        return f"memory_{self.method}"
+        return tool_name(self.method)
 
 
 def _layer(args: Mapping[str, Any]) -> dict[str, Any]:

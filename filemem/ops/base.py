@@ -19,7 +19,7 @@ from typing import Any
 from filemem import errors
 from filemem.approval import Decision
 from filemem.config import Config
-from filemem.jsstr import excerpt, utf16_len
+from filemem.jsstr import utf16_len
 from filemem.model import (
     DEFAULT_SOURCE,
     Entry,
@@ -60,6 +60,7 @@ class Core:
 
     store: Store
     config: Callable[[State], Config]
+    reveal: bool = False  # a match not found may be named in layers the writer cannot see
 
     def checked(self) -> State:
         """The validated state a write starts from; refused first (before the budget
@@ -67,6 +68,11 @@ class Core:
         the store."""
         self.store.refuse_unfinished_git()
         return self.store.checked()
+
+    def resolve(self, state: State, search: matching.Search) -> Entry:
+        """The one entry ``search`` finds at ``state`` (see :func:`matching.resolve`)."""
+        return matching.resolve(state.layer(search.track, search.scope), search,
+                                everywhere=state.entries.values(), reveal=self.reveal)
 
     def protocol(self, e: Entry) -> ProtocolEntry:
         count, last = self.store.recall.get(e.id)
@@ -184,13 +190,16 @@ def new_entry(inp: Any, w: Writer, *, with_meta: bool = False) -> NewEntry:
     )
 
 
-def target_keys(inp: dict[str, Any], w: Writer, scope: str) -> tuple[str | None, str]:
-    """Keys that scope match resolution: a non-empty explicit key, else the session's."""
+def search_for(inp: dict[str, Any], w: Writer, track: str, scope: str,
+               match: str) -> matching.Search:
+    """What ``match`` is looked for in: the writer's visible part of ``track/scope``; a
+    non-empty explicit key of the input, else the session's, picks the workspace and agent."""
     wk = inp.get("workspaceKey")
     ak = inp.get("agentKey")
     workspace = wk if isinstance(wk, str) and wk else w.workspace_key
     agent = ak if isinstance(ak, str) and ak else w.agent_key
-    return (workspace if scope == "workspace" else None), agent
+    return matching.Search(track, scope, match, workspace if scope == "workspace" else None,
+                           agent, workspace)
 
 
 def created_at(state: State, count: int = 1) -> int:
@@ -200,15 +209,16 @@ def created_at(state: State, count: int = 1) -> int:
     return max(now_ms() - count + 1, state.newest_created() + 1)
 
 
-def reresolve(state: State, track: str, scope: str, match: str,
-              keys: tuple[str | None, str], approved: Entry) -> Entry:
+def reresolve(state: State, search: matching.Search, approved: Entry) -> Entry:
     """After approval: the same visible set must still resolve to the approved entry."""
-    found = matching.candidates(state.layer(track, scope), match, *keys)
+    found = matching.candidates(state.layer(search.track, search.scope), search.match,
+                                search.workspace_key, search.agent_key)
     if len(found) > 1:
-        raise errors.ambiguous_match(track, scope, match,
-                                     [excerpt(e.text, matching.SAMPLE_CHARS) for e in found])
+        raise matching.ambiguous(search, found)
     if not found or found[0].id != approved.id or found[0].version != approved.version:
-        raise errors.entry_not_found(track, scope, match, changed=True)
+        raise errors.entry_not_found(search.track, search.scope, search.match, changed=True,
+                                     workspace_key=search.workspace_key,
+                                     agent_key=search.agent_key)
     return found[0]
 
 

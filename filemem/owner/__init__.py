@@ -24,7 +24,7 @@ from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, reimport, remotes, sync, watch
+from filemem.owner import handedits, history, imports, remotes, sync, watch
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
@@ -34,6 +34,7 @@ from filemem.session import writer_of
 from filemem.store.auditlog import row
 from filemem.store.names import private_files
 from filemem.store.pending import Record, approved_by, rejected_by
+from filemem.types import OwnerImportResult
 
 
 class OwnerApproval:
@@ -115,14 +116,6 @@ class Owner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------ imports
-
-    def imported_before(self, adapter_id: str, inputs: Any, write: Any
-                        ) -> list[dict[str, Any]]:
-        """Of an adapter's entries, those it imported before into the same layers (see
-        :mod:`filemem.owner.reimport`): leave them out to import a folder again."""
-        return reimport.imported_before(self.provider, adapter_id, inputs, write)
-
     # ------------------------------------------------------------ pending approvals
 
     def pending(self) -> list[Record]:
@@ -136,6 +129,17 @@ class Owner:
     def reject(self, pending_id: str, reason: str | None = None) -> Record:
         """Drop a pending write, leaving an ``<action>-denied`` audit row."""
         return _reject(self.provider, pending_id, reason)
+
+    # ------------------------------------------------------------ imports
+
+    def import_entries(self, inputs: Any, write: Any, *, keep_duplicates: bool = False,
+                       adapter_id: str | None = None) -> OwnerImportResult:
+        """Import another tool's entries (an adapter's output) in one approval and one
+        commit, skipping those whose text is already in the same layer, or earlier in the
+        same import, and (with ``adapter_id``) memories that adapter imported before in the
+        version given, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
+        return imports.import_entries(self.provider, inputs, write,
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
 
     # ------------------------------------------------------------ hand edits
 
@@ -153,11 +157,20 @@ class Owner:
         approve, reject and sync refuse to run then (they check it themselves too)."""
         self._store.refuse_unfinished_git()
 
+    def invalid(self, changes: list[Change] | None = None) -> list[Change]:
+        """The files committed invalid at HEAD, each with its STORE_CORRUPT error (``at_head``:
+        the file, the commit that brought it, the way out); one of ``changes`` (from
+        :meth:`status`) if the working tree already changes it. Agents' reads and writes
+        fail until they are mended; the owner's commands keep working."""
+        return handedits.invalid(self._store, changes)
+
     def changes(self, paths: Iterable[str] | None = None, *,
                 budget_check: bool = True) -> list[Change]:
         """The changes at ``paths`` (default: all); budgets checked for exactly those."""
-        picked = handedits.select(handedits.status(self._store, budget_check=False),
-                                  self._store.root, paths)
+        changes = handedits.status(self._store, budget_check=False)
+        unchanged = [] if paths is None else \
+            [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
+        picked = handedits.select(changes, self._store.root, paths, unchanged)
         if budget_check:
             handedits.check_budgets(self._store, picked)
         return picked

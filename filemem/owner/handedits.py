@@ -30,10 +30,12 @@ from filemem.files.gitindex import GitIndex, hash_blob
 from filemem.files.gitstate import Unfinished
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
+    NOT_AN_ENTRY,
     SHARED_DIR,
     TOP_FILES,
     entry_path,
     id_from_path,
+    is_editor_file,
     is_entry_path,
     key_dir,
 )
@@ -57,13 +59,14 @@ class Change:
     """One file that differs from HEAD."""
 
     path: str  # store-relative, POSIX
-    kind: str  # "edited" | "added" | "deleted"
+    kind: str  # "edited" | "added" | "deleted"; "invalid": committed so, not changed since
     before: Entry | None = None  # the entry at HEAD (edited, deleted)
     after: Entry | None = None  # what adopting would commit (edited, added)
     problem: str | None = None  # why it cannot be adopted
     data: bytes | None = field(default=None, repr=False)  # the working-tree bytes
     target: str | None = None  # where the adopted entry's file goes (added: may differ)
     conflict: bool = False  # git left it unmerged, or it holds conflict markers
+    at_head: errors.ProtocolError | None = None  # STORE_CORRUPT: the file is invalid at HEAD
 
     @property
     def is_entry(self) -> bool:
@@ -84,6 +87,8 @@ class Change:
             out["moveTo"] = self.target
         if self.conflict:
             out["conflict"] = True
+        if self.at_head is not None:
+            out["invalidAtHead"] = self.at_head.to_dict()
         return out
 
 
@@ -137,8 +142,9 @@ def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None
 
 
 def _working_files(store: Store) -> set[str]:
-    """Files under the track folders of the working tree, except temp files and what git
-    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file)."""
+    """Files under the track folders of the working tree, except temp files, editors' files
+    (:data:`~filemem.files.layout.EDITOR_FILES`) and what git ignores (``.gitignore``,
+    ``.git/info/exclude``, the global excludes file)."""
     from dulwich.ignore import IgnoreFilterManager
 
     root = store.root
@@ -151,7 +157,8 @@ def _working_files(store: Store) -> set[str]:
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             for name in files:
                 path = f"{rel}/{name}"
-                if name.endswith(worktree.TMP_SUFFIX) or ignored.is_ignored(path):
+                if name.endswith(worktree.TMP_SUFFIX) or is_editor_file(path) \
+                        or ignored.is_ignored(path):
                     continue
                 found.add(path)
     return found
@@ -274,8 +281,7 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         if data is None:
             continue
         if not path.endswith(".md"):
-            changes.append(Change(path, "added", problem="not an entry file (entries end in "
-                                                          ".md)", data=data))
+            changes.append(Change(path, "added", problem=NOT_AN_ENTRY, data=data))
             continue
         entry, target, problem = _adoptable(state, path, data, None, now)
         if entry is not None and entry.id in moved:
@@ -306,6 +312,25 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     return changes
 
 
+def invalid(store: Store, changes: list[Change] | None = None) -> list[Change]:
+    """The files committed invalid at HEAD (what makes agents' reads and writes fail with
+    STORE_CORRUPT), each with that error: the file, the commit that brought it and the way
+    out. Kind ``invalid`` for a file unchanged since; a file already changed in the working
+    tree (one of ``changes``, from :func:`status`) is that change, marked ``at_head``."""
+    state = store.state()
+    changed = {c.path: c for c in changes or ()}
+    found = []
+    for problem in store.invalid.problems(state):
+        path = str(problem.details["file"])
+        change = changed.get(path)
+        if change is None:
+            change = Change(path, "invalid", problem="it is committed as it is; fix it in the "
+                            "working tree, or undo the commit that brought it (see the error)")
+        change.at_head = problem
+        found.append(change)
+    return found
+
+
 def check_budgets(store: Store, changes: list[Change]) -> None:
     """Mark what adopting exactly ``changes`` would put over budget."""
     state = store.state()
@@ -334,11 +359,15 @@ def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
                              f"needs {used}/{limit} chars; shorten or remove entries first")
 
 
-def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> list[Change]:
+def select(changes: list[Change], root: str, paths: Iterable[str] | None,
+           unchanged: Iterable[Change] = ()) -> list[Change]:
     """The changes named by ``paths`` (absolute, store-relative or relative to the current
-    folder; a folder selects what is under it); all of them when ``paths`` is None."""
+    folder; a folder selects what is under it); all of them when ``paths`` is None. When
+    they name none, the error says whether they name files that are invalid at HEAD but
+    ``unchanged`` (from :func:`invalid`), and what mends those."""
     if paths is None:
         return changes
+    paths = list(paths)
 
     def under(rel: str) -> list[Change]:
         return [c for c in changes
@@ -360,8 +389,20 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
                 break
         if found is None and all(os.path.relpath(r, root).startswith("..") for r in readings):
             raise errors.invalid_input(f"{p} is not inside the store {root}")
+        if found is None and is_editor_file(p.replace(os.sep, "/")):
+            raise errors.invalid_input(
+                f"{p} is an editor's swap, backup or temporary file, not an entry: filemem "
+                "leaves it alone; delete it yourself once no editor has the file open")
         picked += [c for c in found or () if c not in picked]
     if not picked:
+        given = {os.path.relpath(full, root).replace(os.sep, "/") for p in paths
+                 for full in (os.path.abspath(p), os.path.join(root, p))}
+        for c in unchanged:
+            if c.path in given and c.at_head is not None:
+                raise errors.invalid_input(
+                    f"nothing to do for {c.path}: it is as it was committed, and that is "
+                    f"invalid ({c.at_head.details.get('reason')}); mend it first: "
+                    f"{c.at_head.details.get('wayOut')}")
         raise errors.invalid_input(
             f"nothing to do for {', '.join(paths)}: no uncommitted change there "
             "(see `filemem status`)")
@@ -482,4 +523,4 @@ def sizes(change: Change) -> tuple[int, int]:
 
 
 __all__ = ["Change", "InProgress", "adopt", "check_budgets", "discard", "in_progress",
-           "select", "sizes", "status"]
+           "invalid", "select", "sizes", "status"]

@@ -22,7 +22,7 @@ from filemem import ops
 from filemem.files import codec
 from filemem.files.codec import CodecError
 from filemem.files.gitrepo import CommitInfo
-from filemem.files.layout import id_from_path, is_entry_path
+from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes
 from filemem.owner import handedits, merge
@@ -143,6 +143,9 @@ class _Replay:
 
     def __init__(self) -> None:
         self.entries: dict[str, tuple[str, int]] = {}
+        # the file of an id a commit made outside filemem put somewhere: when the same id is
+        # in two files, the first in path order is the entry, as for a read
+        self.where: dict[str, str] = {}
 
 
 def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
@@ -158,19 +161,26 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
                   cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries."""
+    and what it did to entries. A row about a file written before entry files had a final
+    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
+    so the replay that follows agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
     deleted: dict[str, Entry] = {}
     others: list[str] = []
     unreadable_deleted: list[str] = []
+    files: dict[str, str] = {}  # entry id -> the blob its row speaks of (new, else old)
     for path, old, new in changes:
         if not is_entry_path(path):
             others.append(path)
             continue
         before = _decoded(store, old, cache) if old else None
         after = _decoded(store, new, cache) if new else None
+        if before is not None and old is not None:
+            files.setdefault(before.id, old)
+        if after is not None and new is not None:
+            files[after.id] = new
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
             continue
@@ -186,6 +196,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     claimed: set[str] = set()
     actions = {r["action"] for r in rows}
     done = Changes(added, modified, deleted)
+    rows[:] = [_as_read_now(store, r, files.get(str(r.get("entryId") or ""))) for r in rows]
     for r in rows:
         action, eid = r["action"], r.get("entryId")
         rule = ROW_RULES.get(action)
@@ -212,22 +223,46 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     return problems, done
 
 
+def _as_read_now(store: Store, r: AuditRow, blob: str | None) -> AuditRow:
+    """``r`` with the text its file reads as today, where the file was written before entry
+    files had a final newline and its text ended in one (see :func:`codec.legacy_text`):
+    the row recorded the text that was approved, and the same bytes now read as that text
+    without its last newline. Any other row as it is."""
+    text = r.get("text")
+    if blob is None or not isinstance(text, str) or not text.endswith("\n"):
+        return r
+    data = store.git.read_blob(blob)
+    if codec.legacy_text(data) != text:
+        return r
+    return {**r, "text": codec.decode(data).entry.text}
+
+
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
            cache: dict[str, Entry | None]) -> list[str]:
-    """Take a commit made outside filemem as it is; returns the audited entries it drops."""
+    """Take a commit made outside filemem as it is (an invalid file, or one in the wrong
+    place, is no entry, as for a read); returns the audited entries it deletes. One it
+    leaves in an invalid file (bad YAML, moved to a wrong folder) is not deleted: while the
+    file is invalid at HEAD that is reported on its own, and a fix brings the entry back."""
     before_ids = set(replay.entries)
-    for path, old, new in changes:
-        if not is_entry_path(path):
-            continue
-        if old is not None:
-            before = _decoded(store, old, cache)
-            if before is not None and replay.entries.get(before.id) is not None:
-                replay.entries.pop(before.id, None)
-        if new is not None:
-            after = _decoded(store, new, cache)
-            if after is not None:
-                replay.entries[after.id] = (after.text, after.version)
-    return sorted(before_ids - set(replay.entries))
+    spoiled: set[str] = set()
+    files = [(path, _decoded(store, old, cache) if old is not None else None, new)
+             for path, old, new in changes if is_entry_path(path)]
+    for path, before, _new in files:  # every old version first: a file may move
+        if before is not None and replay.where.get(before.id, path) == path:
+            replay.entries.pop(before.id, None)
+            replay.where.pop(before.id, None)
+    for path, before, new in files:
+        after = _decoded(store, new, cache) if new is not None else None
+        if after is not None and path_problem(path, after) is None:
+            if replay.where.get(after.id, path) < path and after.id in replay.entries:
+                continue  # the same id again, after its file: not the entry
+            replay.entries[after.id] = (after.text, after.version)
+            replay.where[after.id] = path
+        elif after is not None:
+            spoiled.add(after.id)
+        elif before is not None and new is not None:
+            spoiled.add(before.id)
+    return sorted(before_ids - set(replay.entries) - spoiled)
 
 
 def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
@@ -236,6 +271,10 @@ def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
         rule = ROW_RULES.get(r["action"])
         if rule is not None:
             rule.replay(r, replay.entries, done)
+    for eid in done.deleted:
+        replay.where.pop(eid, None)
+    for e in [*done.added.values(), *(after for _b, after in done.modified.values())]:
+        replay.where[e.id] = entry_path(e)  # filemem writes an entry where it belongs
 
 
 def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
@@ -245,6 +284,7 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
     cache: dict[str, Entry | None] = {}
     commits = commits_oldest_first(store)
     total = len(commits)
+    removals: list[tuple[int, str, list[str]]] = []  # (where in problems, commit, ids)
     for i, info in enumerate(commits):
         report.commits += 1
         parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
@@ -277,17 +317,22 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
             continue
         dropped = _apply(replay, store, changes, cache)  # outside filemem: take its tree
         if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-            report.problems.append({"commit": info.sha, "problem": (
-                f"this commit, made outside filemem, removes {len(dropped)} audited "
-                f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
-                "did not mean to delete them, `git revert " + info.sha[:12] + "` brings them "
-                "back (to delete entries on purpose, delete their files and `filemem adopt`)")})
+            removals.append((len(report.problems), info.sha, dropped))
         if progress is not None:
             progress(i + 1, total)
     state = store.state()
     report.entries = len(state.entries)
-    for path, reason in sorted(state.corrupt.items()):
-        report.problems.append({"commit": state.head, "problem": f"{path}: {reason}"})
+    for at, sha, dropped in reversed(removals):  # an entry since brought back is no problem
+        lost = [eid for eid in dropped if eid not in state.entries]
+        if lost:
+            report.problems.insert(at, {"commit": sha, "problem": (
+                f"this commit, made outside filemem, removes {len(lost)} audited "
+                f"entr{'y' if len(lost) == 1 else 'ies'} ({', '.join(lost)}); if you "
+                "did not mean to delete them, `git revert " + sha[:12] + "` brings them "
+                "back (to delete entries on purpose, delete their files and `filemem adopt`)")})
+    for bad in store.invalid.problems(state):  # the file, its commit and the way out
+        report.problems.append({"commit": str(bad.details.get("commit") or state.head),
+                                "problem": bad.message})
     at_head = {e.id: (e.text, e.version) for e in state.entries.values()}
     if at_head != replay.entries:
         missing = at_head.keys() ^ replay.entries.keys()

@@ -29,6 +29,7 @@ from typing import Any, Final
 from filemem import config as config_mod
 from filemem.errors import SyncError
 from filemem.files import codec
+from filemem.files.gitindex import hash_blob
 from filemem.files.gitrepo import BRANCH, CommitInfo, GitRepo, PendingObjects
 from filemem.files.layout import entry_path, id_from_path, is_entry_path
 from filemem.model import Entry, iso_ms
@@ -322,9 +323,35 @@ def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[s
         tree, _ = git.splice(git.commit(ours).tree, changes, PendingObjects())
     except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
         return [f"the sync merge cannot be recomputed from its parents: {exc}"]
-    if tree != info.tree:
+    if tree != info.tree and not _same_but_form(git, git.commit(ours).tree, changes, info.tree):
         return ["the merge commit's tree is not the merge of its two parents"]
     return []
+
+
+def _same_but_form(git: GitRepo, ours_tree: str, changes: dict[str, bytes | None],
+                   merged_tree: str) -> bool:
+    """Whether ``merged_tree`` is ``ours_tree`` with ``changes`` except for how entry files
+    are written, not what they hold: a merge made by a filemem that wrote entry files
+    without a final newline, recomputed by one that writes it."""
+    paths = {p for p, _old, _new in git.diff(ours_tree, merged_tree)} | changes.keys()
+    for path in paths:
+        have = git.blob_at(merged_tree, path)
+        ours = git.blob_at(ours_tree, path)
+        want = changes[path] if path in changes else (git.read_blob(ours) if ours else None)
+        if want is None or have is None:
+            if want is None and have is None:
+                continue
+            return False
+        if hash_blob(want) == have:
+            continue
+        if not is_entry_path(path):
+            return False
+        try:
+            if codec.decode(want).entry != codec.decode(git.read_blob(have)).entry:
+                return False
+        except codec.CodecError:
+            return False
+    return True
 
 
 __all__ = ["Conflict", "Plan", "check_commit", "merge_base", "merge_changes", "plan_merge",

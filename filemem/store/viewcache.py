@@ -6,7 +6,8 @@ rebuilt.
 ``.filemem/`` is not a trusted source (anyone who can write a file there could otherwise
 serve agents memory nobody committed), so nothing in the cache is believed: it is a memo
 of blob sha -> parsed entry, and an entry goes into the memo only if encoding it again
-(:func:`filemem.files.codec.encode`) gives bytes whose git blob sha is that blob's. A
+(:func:`filemem.files.codec.encodings`: as filemem writes it, or as it wrote it before
+files ended with a newline) gives bytes whose git blob sha is that blob's. A
 forged text, id or field changes those bytes, so it fails the check (short of a SHA-1
 collision) and the blob is parsed from git instead. The paths and blobs themselves always
 come from HEAD's tree (a full walk, which reads tree objects only), never from the cache;
@@ -64,7 +65,7 @@ class ViewCache:
                  session, meta) = fields
                 e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
                           created, updated, session, tuple((k, v) for k, v in meta))
-                if hash_blob(codec.encode(e)) != blob:
+                if all(hash_blob(data) != blob for data in codec.encodings(e)):
                     continue  # not what the blob holds: a forged or stale cache
                 parsed[blob] = (e, None, True)
                 found += 1
