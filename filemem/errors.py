@@ -12,7 +12,8 @@
     │                         unfinished in the store (GIT_OPERATION_IN_PROGRESS)
     ├── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
     └── ConnectError          connecting to an agent cannot go on (CONFIG_INVALID,
-                              CONFIG_UNWRITABLE, CONFIG_CONFLICT, AGENT_CLI_FAILED)
+                              CONFIG_UNWRITABLE, CONFIG_CONFLICT, AGENT_CLI_FAILED,
+                              AGENT_NOT_FOUND)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
 own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
@@ -69,6 +70,7 @@ CONFIG_INVALID = "CONFIG_INVALID"  # another tool's config file filemem must edi
 CONFIG_CONFLICT = "CONFIG_CONFLICT"  # a name filemem would use is taken by something else
 CONFIG_UNWRITABLE = "CONFIG_UNWRITABLE"  # such a file cannot be written (permissions, disk)
 AGENT_CLI_FAILED = "AGENT_CLI_FAILED"  # the agent's own command (`claude mcp add`) failed
+AGENT_NOT_FOUND = "AGENT_NOT_FOUND"  # the agent to connect does not look installed
 
 
 class FilememError(Exception):
@@ -162,11 +164,11 @@ class SyncError(FilememError):
 
 class ConnectError(FilememError):
     """Connecting filemem to an agent (or disconnecting it) cannot go on: one of the
-    agent's configuration files is unusable (CONFIG_INVALID: not valid JSON, which file and
-    line) or cannot be written (CONFIG_UNWRITABLE), a name filemem would take is used by
-    something else (CONFIG_CONFLICT), or the agent's own command failed (AGENT_CLI_FAILED).
-    The message names the file or command and what to do; nothing was changed unless it
-    says so."""
+    agent's configuration files is unusable (CONFIG_INVALID: not valid JSON or YAML, which
+    file and line) or cannot be written (CONFIG_UNWRITABLE), a name filemem would take is
+    used by something else (CONFIG_CONFLICT), the agent's own command failed
+    (AGENT_CLI_FAILED), or the agent does not look installed (AGENT_NOT_FOUND). The message
+    names the file or command and what to do; nothing was changed unless it says so."""
 
 
 def invalid_input(message: str) -> ProtocolError:

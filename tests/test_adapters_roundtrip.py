@@ -355,12 +355,12 @@ def test_cli_export_into_the_live_folder_and_import_it_back(live: tuple[Path, Pa
     said = ok("import", "--adapter", CLAUDE, str(memory), "--workspace", str(project), "--yes",
               store=store)
     assert said.startswith("Imported 2 entries via adapter claude-code-memory-md")
-    assert "Left out 9 entries already imported from there" in said
+    assert "Skipped 9 entries already in memory" in said
     texts = [e["text"] for e in listed(store)]
     assert len(texts) == len(set(texts)) == 11
     said = ok("import", "--adapter", CLAUDE, str(memory), "--workspace", str(project), "--yes",
               store=store)
-    assert said.startswith("Nothing to import: all 11 entries were already imported")
+    assert said.startswith("Nothing to import: 11 entries already in memory;")
     assert len(listed(store)) == 11
 
 
@@ -374,7 +374,13 @@ def test_cli_a_memory_changed_in_filemem_is_not_brought_back_in_its_old_version(
     # the live folder still has the version imported: importing it again adds nothing
     said = ok("import", "--adapter", CLAUDE, str(memory), "--workspace", str(project), "--yes",
               store=store)
-    assert "Nothing to import" in said
+    assert said.startswith("Nothing to import: 8 entries already in memory, 1 entry imported "
+                           "before in this version and changed in filemem since;")
+    skipped = json.loads(run_cli("import", "--adapter", CLAUDE, str(memory), "--workspace",
+                                 str(project), "--yes", "--json", store=store).stdout)["skipped"]
+    assert [s["text"] for s in skipped if s["why"] == "imported-before"] == [
+        next(e["text"] for e in default_registry().adapt(CLAUDE, {"files": folder(memory)})
+             if "real Postgres, never mocks" in e["text"])]
     assert [e["text"] for e in listed(store)].count(
         "Integration tests hit Postgres 16 in docker") == 1
     assert not any("real Postgres, never mocks" in e["text"] for e in listed(store))
@@ -404,7 +410,12 @@ def test_cli_mem0_round_trip(tmp_path: Path) -> None:
     assert changed["updated_at"] != given["results"][1]["updated_at"]
     # importing the export back adds nothing
     said = ok("import", "--adapter", MEM0, str(out), "--yes", store=store)
-    assert said.startswith("Nothing to import: all 3 entries were already imported")
+    assert said.startswith("Nothing to import: 3 entries already in memory;")
+    # the version mem0 still has of the changed one is not brought back either
+    said = ok("import", "--adapter", MEM0, str(FIX / "mem0" / "results.json"), "--yes",
+              store=store)
+    assert said.startswith("Nothing to import: 2 entries already in memory, 1 entry imported "
+                           "before in this version and changed in filemem since;")
 
 
 def test_claude_files_as_people_and_tools_leave_them() -> None:

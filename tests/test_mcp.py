@@ -18,8 +18,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from pydantic import FileUrl
 
 import filemem
-from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.model import workspace_key_of
+from filemem.toolspec import WRITE_TOOL_NAMES
 from tests.conftest import ctx, git
 
 MODES = ["legacy", "2026-07-28"]  # legacy negotiates 2025-11-25
@@ -142,7 +142,7 @@ def test_tools_resources_and_prompts_are_listed(store: Path, mode: str) -> None:
             assert code in (add.description or "")
         assert set(tools["memory_consolidate"].input_schema["required"]) == {"matches", "text"}
         assert set(tools["memory_replace"].input_schema["required"]) == {"match", "text"}
-        # the snapshot's header names these (filemem.mcp.names, read without the SDK)
+        # the snapshot's header names these (filemem.toolspec, read without the SDK)
         assert {n for n in tools if n not in ("memory_query", "memory_budgets")} == \
             set(WRITE_TOOL_NAMES)
         assert [r.uri for r in resources] == ["filemem://snapshot"]

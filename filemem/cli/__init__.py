@@ -9,6 +9,7 @@ from filemem.cli import (  # noqa: F401  (registers the commands)
     adapters,
     connect,
     entries,
+    hermes,
     owner,
     serve,
     sync,

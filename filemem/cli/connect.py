@@ -1,7 +1,8 @@
 """`filemem connect AGENT`, `filemem disconnect AGENT`, and `filemem hook ...`, the commands
-agents run once connected. The work is on the owner's side
-(:mod:`filemem.owner.claude_code`, :mod:`filemem.owner.claude_session`); this module asks,
-reads the auto-memory folder the way `filemem import` does, and reports."""
+agents run once connected: the three groups, and Claude Code's commands in them (Hermes
+Agent's are in :mod:`filemem.cli.hermes`, attached to the same groups). The work is on the
+owner's side (:mod:`filemem.owner.claude_code`, :mod:`filemem.owner.claude_session`); this
+module asks, reads the auto-memory folder the way `filemem import` does, and reports."""
 
 from __future__ import annotations
 
@@ -225,8 +226,8 @@ def hook_session_start(agent: str, store_path: str | None) -> None:
     """Print the SessionStart hook output for the hook input on stdin: the frozen snapshot
     for that session as additionalContext, recorded as a `snapshot` audit row with Claude
     Code's session id."""
-    from filemem.mcp.names import WRITE_TOOL_NAMES
     from filemem.owner import claude_code, claude_session
+    from filemem.toolspec import WRITE_TOOL_NAMES
 
     if sys.stdin.isatty():
         raise click.UsageError("this command is run by Claude Code, with its SessionStart "

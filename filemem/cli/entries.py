@@ -368,7 +368,7 @@ def snapshot(language: str | None, tools: str | None, workspace: str | None, age
     audit row. With no memories visible there it is one line saying so, as an MCP client
     gets it.
     """
-    from filemem.mcp.names import WRITE_TOOL_NAMES
+    from filemem.toolspec import WRITE_TOOL_NAMES
 
     names = WRITE_TOOL_NAMES if tools is None else [t.strip() for t in tools.split(",")]
     session = {"id": session_id, "header": {"cwd": workspace or os.getcwd(),

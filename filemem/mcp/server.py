@@ -30,17 +30,10 @@ from pydantic import AnyUrl, ValidationError
 
 from filemem import __version__, errors
 from filemem.mcp.arguments import problems
-from filemem.mcp.names import WRITE_TOOL_NAMES
 from filemem.mcp.results import error_result, request_error
 from filemem.mcp.sessions import MemoryService, service_of
-from filemem.mcp.tools import (
-    BUDGETS_DOC,
-    QUERY_DOC,
-    WRITE_TOOLS,
-    memory_budgets,
-    memory_query,
-    tool_function,
-)
+from filemem.mcp.tools import WRITE_TOOLS, memory_budgets, memory_query, tool_function
+from filemem.toolspec import BUDGETS_DOC, QUERY_DOC, WRITE_TOOL_NAMES, unknown_tool
 
 SERVER_NAME: Final = "filemem"
 SNAPSHOT_URI: Final = "filemem://snapshot"
@@ -76,8 +69,8 @@ class FilememServer(MCPServer[Any]):
                         ) -> CallToolResult | InputRequiredResult:
         tool = self._tool_manager.get_tool(name)
         if tool is None:
-            raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}; filemem's tools are "
-                           f"{', '.join(t.name for t in self._tool_manager.list_tools())}")
+            raise MCPError(INVALID_PARAMS, unknown_tool(
+                name, (t.name for t in self._tool_manager.list_tools())))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
