@@ -328,6 +328,13 @@ class Provider:
 
     listEntries = list_entries
 
+    def entry_metadata(self) -> dict[str, dict[str, Any]]:
+        """Not the protocol's: the ``x-<name>`` keys other tools' data is kept under in
+        entry files (an adapter's round-trip metadata, see ``filemem.adapters``), by entry
+        id, for the entries that have any. Read-only, like :meth:`list_entries`."""
+        state = self.store.checked()
+        return {e.id: e.metadata() for e in state.ordered() if e.meta}
+
     def audit_list(self, limit: Any = AUDIT_LIMIT_DEFAULT) -> list[AuditRow]:
         """The newest audit rows first: commits (writes, denials) and the read-side ledger."""
         n = query_mod.positive_int(limit) or AUDIT_LIMIT_DEFAULT

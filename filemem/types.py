@@ -67,7 +67,9 @@ WriteResult = AddResult | ReplaceResult | ConsolidateResult | SeedResult
 
 class SkippedEntry(TypedDict):
     """An entry an owner's import left out: the same text is in the same layer already
-    (``why``: ``in-memory``), or earlier in the same import (``repeated``)."""
+    (``why``: ``in-memory``), or earlier in the same import (``repeated``), or the adapter
+    imported this very memory in this very version before and it was changed in filemem
+    since (``imported-before``)."""
 
     index: int  # its position in what the adapter read
     track: str
@@ -75,7 +77,7 @@ class SkippedEntry(TypedDict):
     workspaceKey: str
     agentKey: str
     text: str
-    why: Literal["in-memory", "repeated"]
+    why: Literal["in-memory", "repeated", "imported-before"]
 
 
 class OwnerImportResult(TypedDict):

@@ -3,7 +3,10 @@
 Adapters are pure converters, so the reading and writing of other tools' files happens
 here: a file becomes ``{"text", "file", "path"}`` (or its parsed JSON), a directory
 ``{"files": {name: text}, "path"}``; an export payload that is a string is written as a
-text file, ``{"files": {...}}`` into a directory, anything else as JSON.
+text file, ``{"files": {...}}`` into a directory, anything else as JSON. A directory export
+into a folder that has some of its files already is made again with what they hold now (an
+adapter's ``export_into``: Claude Code's MEMORY.md keeps the lines of other files), and a
+file whose content would not change is left as it is.
 """
 
 from __future__ import annotations
@@ -129,6 +132,25 @@ def _text_or_json(text: str, name: str | None, full: str | None, shown: str) -> 
 # ---------------------------------------------------------------- writing payloads
 
 
+def current_files(out: str, names: Any) -> dict[str, str]:
+    """What the regular files ``names`` in the folder ``out`` hold now (those that are there
+    and are UTF-8 text; a link or anything else is left out)."""
+    found: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not _SAFE_FILE.match(name) or name in (".", ".."):
+            continue  # write_payload refuses such a name
+        path = os.path.join(out, name)
+        try:
+            if os.path.islink(path) or not os.path.isfile(path) \
+                    or os.path.getsize(path) > MAX_FILE_BYTES:
+                continue
+            with open(path, "rb") as f:
+                found[name] = f.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
 def is_directory_payload(payload: Any) -> bool:
     return (isinstance(payload, dict) and set(payload) == {"files"}
             and isinstance(payload["files"], dict))
@@ -154,15 +176,20 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         if os.path.exists(out) and not os.path.isdir(out):
             raise errors.invalid_input(f"export: {out} is a file; the {adapter_id} export is a "
                                        "directory: pass --out DIR")
-        existing = sorted(n for n in files if os.path.lexists(os.path.join(out, n)))
-        if existing and not force:
+        current = current_files(out, files)
+        changed = sorted(n for n in files if os.path.lexists(os.path.join(out, n))
+                         and current.get(n) != files[n])
+        if changed and not force:
             raise errors.invalid_input(
-                f"export: {out} already has {', '.join(existing)}; pass --force to overwrite "
+                f"export: {out} already has {', '.join(changed)}; pass --force to overwrite "
                 "them (other files there are left alone); nothing was written")
         make_export_folder(out)
-        for name, text in files.items():
-            write_export(os.path.join(out, name), text.encode("utf-8"))
-        return f"Wrote {len(files)} files to {out}: {', '.join(sorted(files))}"
+        written = sorted(n for n in files if current.get(n) != files[n])
+        for name in written:
+            write_export(os.path.join(out, name), files[name].encode("utf-8"))
+        same = len(files) - len(written)
+        return (f"Wrote {len(written)} files to {out}: {', '.join(written) or 'none'}"
+                + (f"; {same} already up to date" if same else ""))
     if isinstance(payload, str):
         data = payload.encode("utf-8")
     else:
@@ -222,7 +249,7 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
                        "import again with --workspace DIR", err=True)
     with open_owner(store_path, validate=True, yes=yes) as owner:
         result = owner.import_entries(entries, write_ctx(workspace, agent, session_id),
-                                      keep_duplicates=keep_duplicates)
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
     if as_json:
         emit_json(result)
         return
@@ -237,13 +264,14 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
 
 
 def skipped_line(skipped: list[SkippedEntry]) -> str:
-    """``3 already in memory, 1 repeated in the import``."""
-    present = sum(1 for s in skipped if s["why"] == "in-memory")
-    parts = [f"{present} {'entry' if present == 1 else 'entries'} already in memory"] \
-        if present else []
-    if len(skipped) > present:
-        n = len(skipped) - present
-        parts.append(f"{n} {'entry' if n == 1 else 'entries'} repeated in the import")
+    """``3 already in memory, 1 repeated in the import, 1 imported before``."""
+    parts = []
+    for why, said in (("in-memory", "already in memory"), ("repeated", "repeated in the import"),
+                      ("imported-before", "imported before in this version and changed in "
+                       "filemem since")):
+        n = sum(1 for s in skipped if s["why"] == why)
+        if n:
+            parts.append(f"{n} {'entry' if n == 1 else 'entries'} {said}")
     return ", ".join(parts)
 
 
@@ -260,7 +288,13 @@ def export_with_adapter(adapter_id: str, out: str | None, track: str | None, sco
                    if (track is None or e["track"] == track)
                    and (scope is None or e["scope"] == scope)]
         entries = import_order(store, entries)
-    payload = registry.export(adapter_id, entries)
+        metadata = store.entry_metadata()
+    payload = registry.export(adapter_id, entries, metadata)
+    if is_directory_payload(payload) and out is not None and os.path.isdir(out):
+        current = current_files(out, payload["files"])
+        if current:  # a live folder: what its files hold now may change what to write
+            payload = registry.export(adapter_id, entries, metadata,
+                                      {"files": current, "path": os.path.abspath(out)})
     done = write_payload(adapter_id, payload, out, force)
     if done:
         click.echo(f"{done} ({len(entries)} entries)", err=True)

@@ -259,7 +259,8 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
               help="Write another tool's format instead (see `filemem adapters`).")
 @click.option("--track", type=TRACKS, help="With --adapter: only entries of this track.")
 @click.option("--scope", type=SCOPES, help="With --adapter: only entries of this scope.")
-@click.option("--force", is_flag=True, help="With --adapter: overwrite files that exist.")
+@click.option("--force", is_flag=True,
+              help="With --adapter: overwrite files that exist and would change.")
 @store_option
 @command
 def export(out: str | None, adapter_id: str | None, track: str | None, scope: str | None,
@@ -268,7 +269,9 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
 
     With --adapter ID, write the entries in that tool's format instead, e.g.
     `filemem export --adapter hermes-memory-md --out ~/.hermes/memories` (directory
-    formats need --out DIR; existing files are only replaced with --force).
+    formats need --out DIR; existing files are only replaced with --force, files that would
+    not change are left as they are, other files in the folder too). What came in through
+    the adapter goes back as it came while it is unchanged in filemem.
     """
     if adapter_id is not None:
         from filemem.cli.adapters import export_with_adapter
@@ -310,8 +313,10 @@ def import_(path: str, adapter_id: str | None, keep_duplicates: bool, workspace:
     With --adapter ID, PATH is another tool's memory, e.g. `filemem import --adapter
     hermes-memory-md ~/.hermes/memories/`; --workspace DIR then also places the entries
     the adapter puts in a workspace. Entries whose text is already in the layer they would
-    go to (or earlier in the same import) are skipped and counted, so importing the same
-    memory twice adds nothing; --keep-duplicates imports them anyway.
+    go to (or earlier in the same import), and memories the adapter imported before (the
+    same file or id, in the same layer, as filemem has it or as it was imported), are
+    skipped and counted, so importing the same memory twice adds nothing;
+    --keep-duplicates imports them anyway.
     """
     if adapter_id is not None:
         from filemem.cli.adapters import import_with_adapter

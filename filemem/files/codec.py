@@ -47,8 +47,17 @@ from typing import Any, Final
 
 from filemem import yamlsafe
 from filemem.errors import ProtocolError
+from filemem.files import metakeys
 from filemem.jsstr import ascii_lower
-from filemem.model import SCOPES, TRACKS, UUID_RE, Entry, iso_ms, normalize_tags, parse_iso_ms
+from filemem.model import (
+    SCOPES,
+    TRACKS,
+    UUID_RE,
+    Entry,
+    iso_ms,
+    normalize_tags,
+    parse_iso_ms,
+)
 
 FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
@@ -64,8 +73,6 @@ _TS_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 _INT_RE: Final = re.compile(r"(?:0|[1-9][0-9]{0,15})\Z")
 _LINE_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]*): (.*)\Z")
 _LIST_ITEM_RE: Final = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.@+/-]*)\s*(,|\Z)')
-# YAML's printable set minus characters some tools treat as line breaks; the rest is escaped.
-_YAML_UNSAFE: Final = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 class CodecError(ValueError):
@@ -88,7 +95,7 @@ def quote(value: str) -> str:
     if _plain_ok(value):
         return value
     out = json.dumps(value, ensure_ascii=False)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return metakeys.yaml_escaped(out)
 
 
 def _scalar(value: Any) -> str:
@@ -146,7 +153,7 @@ def encode(entry: Entry, previous: bytes | None = None) -> bytes:
             spliced = _splice(split[0], entry)
             if spliced is not None:
                 return b"---\n" + spliced.encode("utf-8") + b"---\n" + body
-    head = "\n".join(_field_lines(entry))
+    head = "\n".join(_field_lines(entry) + metakeys.lines(entry))
     return f"---\n{head}\n---\n".encode() + body
 
 
@@ -271,7 +278,7 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     lines = head.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if len(lines) != len(FIELDS):
+    if len(lines) < len(FIELDS):
         return None
     values: dict[str, Any] = {}
     for line, key in zip(lines, FIELDS, strict=False):
@@ -282,6 +289,10 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
             values[key] = _parse_canonical_value(key, m.group(2))
         except ValueError:
             return None
+    meta = metakeys.parse_lines(lines[len(FIELDS):])  # x-<name> keys, one line each
+    if meta is None:
+        return None
+    values["meta"] = meta
     return values
 
 
@@ -295,7 +306,9 @@ def _load_yaml(head: str) -> Any:
 
 
 def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Parse any front-matter behind the guards: (protocol fields, extra keys)."""
+    """Parse any front-matter behind the guards: (protocol fields, extra keys). An
+    ``x-<name>`` key whose value is a JSON object is also the entry's metadata
+    (``values["meta"]``); any other extra key is only kept as it is."""
     data = _load_yaml(head)
     if not isinstance(data, dict):
         raise CodecError("front-matter is not a YAML mapping of keys to values")
@@ -310,6 +323,7 @@ def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
             values[key] = _plainify(value)
         else:
             extras.append(key)
+    values["meta"] = metakeys.from_yaml(data)
     return values, tuple(extras)
 
 
@@ -392,7 +406,8 @@ def _entry(values: dict[str, Any], text_bytes: bytes) -> Entry:
     return Entry(
         id=eid, track=track, scope=scope, workspace_key=workspace_key, agent_key=agent_key,
         text=text, source=source, tags=tuple(tags), version=version, created_at=created,
-        updated_at=updated, session_id=session_id, fold=ascii_lower(text),
+        updated_at=updated, session_id=session_id, meta=values.get("meta", ()),
+        fold=ascii_lower(text),
     )
 
 
@@ -512,6 +527,8 @@ def _redump(head: str, entry: Entry) -> str | None:
         return None
     yaml = YAML(typ="rt")
     yaml.width = 1 << 16
+    for key, text in entry.meta:
+        data[key] = json.loads(text)
     for key, value in field_values(entry).items():
         if isinstance(value, list):
             seq = CommentedSeq(value)

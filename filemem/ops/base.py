@@ -27,6 +27,7 @@ from filemem.model import (
     normalize_tags,
     now_ms,
     validate_layer,
+    validate_meta,
     validate_optional_str,
     validate_text,
 )
@@ -135,6 +136,7 @@ class NewEntry:
     source: str
     workspace_key: str
     agent_key: str
+    meta: tuple[tuple[str, str], ...] = ()  # another tool's data for the file (imports only)
 
     @property
     def size(self) -> int:
@@ -144,7 +146,7 @@ class NewEntry:
         return Entry(id=new_id(), track=self.track, scope=self.scope,
                      workspace_key=self.workspace_key, agent_key=self.agent_key,
                      text=self.text, source=self.source, tags=self.tags, version=1,
-                     created_at=ts, updated_at=ts, session_id=w.session_id)
+                     created_at=ts, updated_at=ts, session_id=w.session_id, meta=self.meta)
 
 
 def obj(value: Any, what: str = "memory write input") -> dict[str, Any]:
@@ -169,7 +171,10 @@ def source_of(inp: dict[str, Any]) -> str:
     return validate_optional_str(inp.get("source"), "source") or DEFAULT_SOURCE
 
 
-def new_entry(inp: Any, w: Writer) -> NewEntry:
+def new_entry(inp: Any, w: Writer, *, with_meta: bool = False) -> NewEntry:
+    """A new entry from an input. ``with_meta`` (an import) also takes ``meta``: another
+    tool's data kept in the entry's file as ``x-<name>`` keys (an adapter's round-trip
+    metadata); other writes ignore it, like any key the protocol does not define."""
     inp = obj(inp)
     track, scope = layer(inp)
     text = validate_text(inp.get("text"))
@@ -181,6 +186,7 @@ def new_entry(inp: Any, w: Writer) -> NewEntry:
         track, scope, text, tuple(tags), source,
         "" if scope == "user-global" else (w.workspace_key if wk is None else wk),
         w.agent_key if ak is None else ak,
+        validate_meta(inp.get("meta")) if with_meta else (),
     )
 
 

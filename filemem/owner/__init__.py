@@ -133,13 +133,14 @@ class Owner:
 
     # ------------------------------------------------------------ imports
 
-    def import_entries(self, inputs: Any, write: Any, *,
-                       keep_duplicates: bool = False) -> OwnerImportResult:
+    def import_entries(self, inputs: Any, write: Any, *, keep_duplicates: bool = False,
+                       adapter_id: str | None = None) -> OwnerImportResult:
         """Import another tool's entries (an adapter's output) in one approval and one
         commit, skipping those whose text is already in the same layer, or earlier in the
-        same import, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
+        same import, and (with ``adapter_id``) memories that adapter imported before in the
+        version given, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
         return imports.import_entries(self.provider, inputs, write,
-                                      keep_duplicates=keep_duplicates)
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
 
     # ------------------------------------------------------------ hand edits
 

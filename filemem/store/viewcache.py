@@ -35,7 +35,7 @@ from filemem.files.gitrepo import GitRepo
 from filemem.model import Entry
 from filemem.store.state import State
 
-FORMAT: Final = 2  # 2: nothing is believed unchecked (no config, entries checked by blob)
+FORMAT: Final = 3  # 2: nothing believed unchecked (entries checked by blob); 3: + metadata
 SAVE_EVERY: Final = 64  # changed files between saves of the cache ...
 SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a minute
 
@@ -62,9 +62,9 @@ class ViewCache:
                 if fields is None or not canonical or not isinstance(blob, str):
                     continue  # read from git: only the canonical form can be re-derived
                 (eid, track, scope, wk, ak, text, source, tags, version, created, updated,
-                 session) = fields
+                 session, meta) = fields
                 e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
-                          created, updated, session)
+                          created, updated, session, tuple((k, v) for k, v in meta))
                 if all(hash_blob(data) != blob for data in codec.encodings(e)):
                     continue  # not what the blob holds: a forged or stale cache
                 parsed[blob] = (e, None, True)
@@ -82,6 +82,7 @@ class ViewCache:
             files[path] = [state.blobs[path], [
                 e.id, e.track, e.scope, e.workspace_key, e.agent_key, e.text, e.source,
                 list(e.tags), e.version, e.created_at, e.updated_at, e.session_id,
+                [list(m) for m in e.meta],
             ], None, eid not in state.noncanonical]
         for path, reason in state.corrupt.items():
             files[path] = [state.blobs.get(path, ""), None, reason, False]
