@@ -5,7 +5,8 @@
 
 One line per case (``PASS A1 ...``, ``FAIL B2 ...: why``, ``SKIP G1 ...: why``), then the
 number of skipped cases if any, then a last line ``N passed, N failed``. Exit status: 0 when
-nothing failed, 1 when a case failed, 2 for a usage or setup error. Standard library only:
+nothing failed, 1 when a case failed, 2 for a usage or setup error (a bridge that does not
+start is one, found before any case runs). Standard library only:
 copy this folder anywhere and run it; see README.md.
 """
 
@@ -35,6 +36,7 @@ from harness import (
     SetupError,
     Skip,
 )
+from preflight import check_bridge
 
 PROTOCOL_GROUPS = ("A", "B", "C", "D", "E")
 GROUPS = {"A": "entry model", "B": "write semantics", "C": "budgets",
@@ -178,6 +180,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     try:
         backend: Backend = (FactoryBackend(args.factory, args.python) if args.factory
                             else BridgeBackend(args.bridge, args.python, args.timeout))
+        if isinstance(backend, BridgeBackend):
+            check_bridge(backend)  # one setup error, not the same failure in every case
     except SetupError as exc:
         print(f"run.py: {exc}", file=sys.stderr)
         return EXIT_USAGE

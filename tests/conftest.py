@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import filemem
+from tests.parallel import make_scheduler, use_file_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -23,6 +24,16 @@ if not SCHEMA_PATH.exists():  # the conformance suite carries a copy of the norm
 BIG = {"user": {"userGlobal": 10**7, "workspace": 10**7},
        "agent": {"userGlobal": 10**7, "workspace": 10**7}}
 GIT = shutil.which("git")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    use_file_progress(config)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: -n
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return make_scheduler(config, log)
+
 
 
 def ctx(session_id: str | None = "s1", cwd: str | None = "/work/proj",
@@ -59,6 +70,28 @@ def run_cli(*args: str, store: str | os.PathLike[str] | None = None, input: str 
         cmd += ["--store", str(store)]
     return subprocess.run(cmd, capture_output=True, text=True, input=input, env=full_env,
                           stdin=None if input is not None else subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Each test process (each pytest-xdist worker too) gets its own empty user data, state and
+    config folders and an empty git config, and none of the person's FILEMEM_* or GIT_*
+    variables: no test can touch the person's real store, a store or token another worker
+    is using, or depend on the person's git identity and settings (or on GIT_DIR set by a
+    git hook that runs the tests)."""
+    home = tmp_path_factory.mktemp("home")
+    gitconfig = home / "gitconfig"
+    gitconfig.write_text("", encoding="utf-8")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith(("FILEMEM_", "GIT_")):
+                mp.delenv(name)
+        for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+            (home / var.lower()).mkdir()
+            mp.setenv(var, str(home / var.lower()))
+        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        yield home
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import filemem
 from tests.conftest import assert_clean_repo, ctx, git
 
@@ -148,6 +150,46 @@ def test_two_processes_replacing_one_entry(make_provider: Any, store_path: Path,
     assert len(git(store_path, "log", "--format=%H", "--", rel).split()) == 1 + len(done)
     assert git(store_path, "rev-list", "--merges", "--count", "HEAD").strip() == "0"
     assert_clean_repo(store_path)
+
+
+@pytest.mark.parametrize("meanwhile", ["replace", "remove"])
+def test_a_write_prepared_before_another_commit_is_not_a_hand_edit(
+        make_provider: Any, store_path: Path, meanwhile: str) -> None:
+    """Another process commits between the moment a write reads its view of the store and
+    the up-front check of the target's file: the file now holds that newer commit (or is
+    gone). That is no hand edit: the write fails as a stale target, ENTRY_NOT_FOUND, as
+    after any race (it used to be WRITE_DENIED hand-edit-pending, seen under load in
+    test_two_processes_replacing_one_entry)."""
+    asked: list[Any] = []
+    a = make_provider(write_policy="ask", gate=lambda req: asked.append(req) or "allowed-once")
+    b = make_provider()  # its own view of the store, as another process has
+    e = a.add({**UG, "text": "shared entry, first version"}, ctx())["entry"]
+    precheck = a.store.precheck
+
+    def other_process_first(*args: Any) -> None:
+        if meanwhile == "replace":
+            b.replace({**UG, "match": "shared entry", "text": "shared entry, by b"}, ctx())
+        else:
+            b.remove({**UG, "match": "shared entry"}, ctx())
+        precheck(*args)
+
+    a.store.precheck = other_process_first  # type: ignore[method-assign]
+    with pytest.raises(filemem.ProtocolError) as info:
+        a.replace({**UG, "match": "first version", "text": "shared entry, by a"}, ctx())
+    assert info.value.code == "ENTRY_NOT_FOUND", info.value.message
+    assert "changed while approval was pending" in info.value.message
+    a.store.precheck = precheck  # type: ignore[method-assign]
+    left = [x["text"] for x in a.list_entries()]
+    assert left == (["shared entry, by b"] if meanwhile == "replace" else [])
+    assert_clean_repo(store_path)
+    if meanwhile == "replace":  # a real hand edit is still refused before anyone is asked
+        path = next(store_path.glob(f"user/user-global/_shared/{e['id']}.md"))
+        path.write_bytes(path.read_bytes().replace(b"by b", b"by hand"))
+        before = len(asked)
+        with pytest.raises(filemem.ProtocolError) as info:
+            a.replace({**UG, "match": "shared entry", "text": "by a again"}, ctx())
+        assert info.value.details["outcome"] == "hand-edit-pending"
+        assert len(asked) == before
 
 
 def test_an_open_provider_sees_other_processes_writes(provider: filemem.Provider,

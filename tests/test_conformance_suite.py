@@ -8,6 +8,7 @@ together, so the slow bridge run overlaps the others.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -137,3 +138,51 @@ def test_no_arguments_print_usage() -> None:
     out = subprocess.run([sys.executable, str(RUN)], capture_output=True, text=True,
                          cwd=ROOT)
     assert out.returncode == 2 and "usage:" in out.stderr and out.stdout == ""
+
+
+def run_suite(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(RUN), *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+
+
+def test_a_bridge_command_not_on_path_is_one_setup_error(tmp_path: Path) -> None:
+    """`filemem` not installed where PATH looks: one clear error and exit 2, no case run
+    (it used to print the same FAIL for each of the 42 cases)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = run_suite("--bridge", "filemem bridge --store {store}",
+                    env={**os.environ, "PATH": str(empty)})
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("run.py: --bridge: command 'filemem' not found on PATH. ")
+    assert '--bridge "{python} -m filemem bridge --store {store}"' in out.stderr
+    missing = run_suite("--bridge", f"{tmp_path / 'nowhere' / 'filemem'} bridge --store {{store}}")
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert "nowhere/filemem does not exist or is not executable" in missing.stderr
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    # exits at once, with a usage error on stderr
+    ("{python} -m filemem bridge --no-such-option --store {store}",
+     ["exited with code 2 before answering its first request; it printed:\n    Usage: ",
+      "    Error: No such option '--no-such-option'."]),
+    # an interpreter without the module
+    ("{python} -I -S -c \"import sys; sys.exit('no bridge here')\" {store}",
+     ["exited with code 1 before answering its first request", "    no bridge here"]),
+    # never answers: waits --timeout, not once per case
+    ("{python} -c \"import sys; sys.stdin.read()\" {store}",
+     ["did not answer its first request (budgets) within 1 s (--timeout)",
+      "it printed nothing on stderr"]),
+    # answers with something that is not JSON
+    ("{python} -c \"print('hello'); import sys; sys.stdin.read()\" {store}",
+     ["stdout carried a line that is not UTF-8 JSON: b'hello\\n'"]),
+])
+def test_a_bridge_that_does_not_start_is_one_setup_error(command: str, said: list[str]) -> None:
+    out = run_suite("--bridge", command, "--timeout", "1")
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.startswith("run.py: --bridge: the bridge did not start: "), out.stderr
+    for text in said:
+        assert text in out.stderr, out.stderr
+    assert out.stderr.rstrip().endswith("Run the command by itself to see why: it must answer "
+                                        "JSON-RPC requests on stdin/stdout, one per line "
+                                        "(README.md beside run.py).")

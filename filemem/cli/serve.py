@@ -29,8 +29,33 @@ from filemem.cli.common import EXIT_CODES, EXIT_NO_STORE, EXIT_PORT, EXIT_PROTOC
 def bridge(budgets_json: str | None, approval: str, source: str | None,
            store_path: str | None) -> None:
     """Serve the protocol's Provider face as JSON-RPC 2.0 over stdin/stdout (one JSON
-    object per line) for hosts in other languages. The store is created if missing.
-    See schemas/bridge.md for the messages."""
+    object per line, UTF-8; logs go to stderr) for hosts in other languages. The store is
+    created if missing.
+
+    \b
+    Methods and params (requests are answered in order):
+      add, replace, remove, consolidate   {"input": {...}, "write": {...}}
+      seed                                {"inputs": [...], "write": {...}}
+      import                              {"envelope": {...}, "write": {...}}
+      query                               {"filter": {...}, "opts": {...}}, both optional
+      auditList                           {"limit": N}
+      snapshot                            {"session": {...}}
+      budgets, listEntries, export        none
+      describe                            none: the protocol, the store, the methods
+
+    Inputs and results are the protocol's shapes; "write" is its write context, {"agent":
+    {"session": {"id": "...", "header": {"cwd": "...", "agentPreset": "..."}}}}. A protocol
+    error answers {"code": -32000, "message": "...", "data": {"code": "BUDGET_EXCEEDED",
+    "details": {...}}}; -32001 is a store error (data.code STORE_BUSY, STORE_FULL, ...),
+    -32601 an unknown method, -32602 params that do not fit, -32700 a line that is not JSON.
+
+    With --approval host, a write under the ask policy first sends the host a request of
+    its own, {"jsonrpc": "2.0", "id": "filemem-approval-N", "method": "approval/request",
+    "params": {"payload": <everything the write would change>, "write": {...}}}. Answer it
+    with the same id and {"result": {"outcome": "allowed-once"}} to let the write through;
+    any other outcome refuses it (WRITE_DENIED), and an error answer or closing stdin stages
+    it for the owner's `filemem pending`. When stdin closes, the bridge answers every
+    request it has read and exits 0."""
     from filemem.bridge import run
 
     budgets_value = None

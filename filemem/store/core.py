@@ -510,6 +510,15 @@ class Store:
         self.check_writable(paths, wait=0.0)
         dirty = self.dirty_paths(state, [state.paths[t.id] for t in targets])
         if dirty:
+            # ``state`` may be older than the files: another process may have committed (and
+            # written the file, or removed it) since it was read, which is no hand edit. Only
+            # under the lock do HEAD and the working tree agree, so judge again there.
+            self.repair()
+            with self.locked():
+                fresh = self.state()
+                dirty = self.dirty_paths(fresh, [fresh.paths[t.id] for t in targets
+                                                 if t.id in fresh.paths])
+        if dirty:
             raise hand_edited(worktree.full_path(self.root, dirty[0]))
 
     def dirty_paths(self, state: State, paths: list[str]) -> list[str]:

@@ -39,7 +39,9 @@ def template_files() -> dict[str, bytes]:
 
     collect(base, "")
     if CONFIG_FILE not in out:
-        raise FileNotFoundError("the store template (store-template/) is not installed")
+        raise FileNotFoundError(f"filemem's store template is missing from this installation "
+                                f"(no {CONFIG_FILE} in {base}); reinstall filemem "
+                                "(pip install --force-reinstall filemem)")
     return out
 
 
