@@ -352,6 +352,35 @@ def test_adopt_or_discard_killed_while_mirroring(verb: str, after: int,
     assert_sound(ask_store)
 
 
+SWAP_KILL = """
+import os, sys
+import filemem
+from filemem.owner import Owner
+from filemem.store.transaction import Transaction
+store, verb = sys.argv[1], sys.argv[2]
+Transaction._swap = lambda *a, **k: os._exit(9)  # killed just before the branch moves
+owner = Owner(filemem.open_store(store))
+getattr(owner, verb)()
+sys.exit("finished without reaching the kill point")
+"""
+
+
+def test_adopt_killed_before_its_commit_leaves_every_hand_edit(ask_store: Path) -> None:
+    """An adopt killed after its journal is written but before the branch moves has
+    changed nothing: the next open leaves every file as the person left it, a deleted
+    entry included (it used to be written back from HEAD, seen in the kill loop above)."""
+    edits = hand_edit(ask_store, random.Random(5), 0)
+    before = git(ask_store, "status", "--porcelain", "--untracked-files=all")
+    assert " D " in before and " M " in before and "?? " in before
+    out = subprocess.run([sys.executable, "-c", SWAP_KILL, str(ask_store), "adopt"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 9, out.stderr
+    assert (ask_store / ".filemem" / "journal.json").exists()  # killed mid-write
+    assert judge_hand_edits(ask_store, before, edits, "adopt") == "before"
+    assert not (ask_store / ".filemem" / "journal.json").exists()  # repaired by the open
+    assert_sound(ask_store)
+
+
 # ---------------------------------------------------------------- import
 
 

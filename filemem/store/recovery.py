@@ -44,6 +44,11 @@ def recover(store: Store) -> list[str]:
         if os.stat(lock).st_mtime_ns >= os.stat(store.journal.path).st_mtime_ns:
             os.unlink(lock)  # ours: taken after the journal was written
     head = store.git.head()
+    if record.old_head is not None and record.old_head != record.new_head \
+            and head == record.old_head:
+        # its commit never landed, and a write touches the working tree only after its
+        # compare-and-swap: every file is as the person left it (a deleted entry too)
+        paths = {}
     tree = store.git.commit(head).tree if head else None
     head_blob = {p: (store.git.blob_at(tree, p) if tree else None) for p in paths}
     data = {sha: store.git.read_blob(sha) for sha in head_blob.values() if sha}
