@@ -27,8 +27,14 @@ How a memory file's fields map onto an entry (the protocol's entry has no free-f
   up to trailing punctuation; export writes exactly that), the text is the body alone;
   otherwise the text is the description, a blank line, then the body.
 - a ``tags`` list (which filemem's export adds when the tags carry more than the above) →
-  the tags. ``modified``, ``originSessionId`` and other keys are not kept: filemem stamps its
-  own times and session ids.
+  the tags. ``modified``, ``originSessionId`` and the other keys are not entry fields.
+
+Round trips: every entry of an auto-memory directory also carries the adapter's metadata
+(kept in its entry file, never shown to the model): the file it came from, the exact text
+around its text there (a memory file's front-matter with every key, its body's whitespace;
+the headings and bullet markers around a note) and its ``MEMORY.md`` line with what stood
+before it. Export (``_claude_export``) uses it to give every file back as it came while the
+text is unchanged.
 
 Export writes such a directory: one file per entry, named after the memory, and a
 ``MEMORY.md`` index. Claude Code reads only the first 200 lines / 25 KB of the index, so an
@@ -38,73 +44,42 @@ export that would not fit is refused rather than cut.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
-from filemem.files.codec import quote
-
+from . import _claude_export
+from ._claude_common import (
+    DEFAULT_TYPE,
+    ID,
+    INDEX,
+    INDEX_LINE,
+    file_id,
+    is_derived_name,
+    locate,
+    newlines,
+    track_of_type,
+)
+from ._claude_common import derive_description as derive_description
+from ._claude_common import derive_name as derive_name
 from ._common import (
     add_tag,
     at,
     files_payload,
     front_matter,
-    iso_time,
     payload_error,
     tag_problem,
     text_payload,
     too_many_tags,
 )
-from ._markdown import MarkdownError, parse
+from ._markdown import Block, MarkdownError, parse
 
-ID: Final = "claude-code-memory-md"
 MD_FORMAT: Final = ID
 DIR_FORMAT: Final = "claude-code-memory-dir"
-INDEX: Final = "MEMORY.md"
-INDEX_MAX_LINES: Final = 200
-INDEX_MAX_BYTES: Final = 25_000
-DESCRIPTION_MAX: Final = 150
-TRACK_OF_TYPE: Final = {"user": "user", "feedback": "user", "project": "agent",
-                        "reference": "agent"}
-DEFAULT_TYPE: Final = {"user": "user", "agent": "project"}
 SHAPES: Final = ('markdown text, {"text": "..."} or {"files": {"MEMORY.md": "...", '
                  '"<memory>.md": "..."}}')
-_INDEX_LINE: Final = re.compile(
-    r"\s{0,3}[-*+]\s+\[(?P<title>[^\]]*)\]\((?P<target>[^)\s]+)\)(?P<rest>.*)\Z")
 _TRAILING: Final = " \t.,;:!?\u3002\uff0c\uff1b\uff1a\uff01\uff1f\u2026"
-_YAML_BREAKS: Final = "\u2028\u2029\ufeff\ufffe\uffff"
-_YAML_WORDS: Final = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
-_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-
-
-# ---------------------------------------------------------------- shared rules
-
-
-def track_of_type(kind: str) -> str:
-    return TRACK_OF_TYPE.get(kind, "user")
-
-
-def derive_description(text: str) -> str:
-    """The description export writes: the first non-blank line, cut at 150 characters (the
-    body keeps the whole text, so nothing is lost)."""
-    first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
-    return first if len(first) <= DESCRIPTION_MAX else first[:DESCRIPTION_MAX - 1] + "\u2026"
-
-
-def derive_name(kind: str, description: str) -> str:
-    """``<type>-<first words>``, Claude's own naming habit (``feedback-db-tests``)."""
-    ascii_text = unicodedata.normalize("NFKD", description).encode("ascii", "ignore").decode()
-    words = re.findall(r"[a-z0-9]+", ascii_text.lower())
-    slug = ""
-    for w in words[:6]:
-        if len(slug) + len(w) + 1 > 48:
-            break
-        slug = f"{slug}-{w}" if slug else w
-    base = re.sub(r"[^a-z0-9-]+", "-", kind.lower()).strip("-") or "memory"
-    if slug == base or slug.startswith(base + "-"):
-        return slug  # "project-..." needs no second "project-"
-    return f"{base}-{slug or 'memory'}"
+FRONT_MATTER_KEPT: Final = 16_000  # bytes of a memory file's front-matter kept
 
 
 def _restates(description: str, body: str) -> bool:
@@ -115,33 +90,6 @@ def _restates(description: str, body: str) -> bool:
     first = next((ln.strip() for ln in body.split("\n") if ln.strip()), "")
     d = description.rstrip(_TRAILING)
     return bool(d) and first.rstrip(_TRAILING).startswith(d)
-
-
-def _yaml_str(value: str) -> str:
-    """A YAML scalar for ``value``: plain when that is unambiguous (as Claude Code writes
-    them), else double-quoted."""
-    if (value and value[0].isalpha() and value == value.strip() and ": " not in value
-            and " #" not in value and not value.endswith(":")
-            and not any(ch < " " or "\x7f" <= ch <= "\x9f" or ch in _YAML_BREAKS
-                        for ch in value)
-            and value.lower() not in _YAML_WORDS):
-        return value
-    return quote(value)
-
-
-def _is_derived_name(name: str, kind: str, text: str) -> bool:
-    base = derive_name(kind, derive_description(text))
-    return name == base or re.fullmatch(re.escape(base) + r"-\d+", name) is not None
-
-
-def expected_tags(kind: str, name: str, text: str) -> list[str]:
-    """The tags import derives from a memory file's type and name alone."""
-    tags = []
-    if kind != DEFAULT_TYPE[track_of_type(kind)]:
-        tags.append(f"type:{kind}")
-    if not _is_derived_name(name, kind, text) and tag_problem(f"name:{name}") is None:
-        tags.append(f"name:{name}")
-    return tags
 
 
 def decode_project(project: str) -> str | None:
@@ -163,9 +111,14 @@ def project_of_path(path: str) -> str | None:
     return None
 
 
-def _newlines(text: str) -> str:
-    """CRLF (and CRs before a line end, invisible anyway) to LF, idempotently."""
-    return re.sub(r"\r+\n", "\n", text)
+def _kept(entry: dict[str, Any], key: str, data: dict[str, Any]) -> dict[str, Any]:
+    entry["adapterMetadata"] = {"key": key, "data": data}
+    return entry
+
+
+def _data(entry: dict[str, Any]) -> dict[str, Any]:
+    meta = entry.get("adapterMetadata")
+    return meta["data"] if isinstance(meta, dict) else {}
 
 
 # ---------------------------------------------------------------- the adapter
@@ -181,11 +134,13 @@ class ClaudeCodeMemoryMd:
         "and Claude Code's auto-memory directory (~/.claude/projects/<project>/memory/: one "
         "front-matter file per memory plus the MEMORY.md index). Type maps to track, name to "
         "a 'name:' tag, description to the text's first line, the project to the workspace. "
-        "Export writes the directory. Cannot carry: scope and agent layer (one directory is "
-        "one project), source, times, surrounding whitespace; Markdown imports lose bullet "
-        "markers and '# Title' lines."
+        "Export writes the directory, each memory back under its own file name with its own "
+        "front-matter and MEMORY.md line while its text is unchanged, and exporting into a "
+        "live folder keeps the MEMORY.md lines of files it does not write. Cannot carry: scope "
+        "and agent layer (one directory is one project), source, surrounding whitespace; "
+        "Markdown imports lose bullet markers and '# Title' lines."
     )
-    version = "1.0.0"
+    version = "1.1.0"
     import_formats = (MD_FORMAT, DIR_FORMAT)
     export_format = DIR_FORMAT
 
@@ -217,7 +172,8 @@ class ClaudeCodeMemoryMd:
                 parent = re.sub(r"[\\/]+[^\\/]*\Z", "", path) or "/"
                 track, scope = "agent", "workspace"
                 workspace = workspace or parent
-        return self._markdown(text, file, track, scope, workspace)
+        return [self._entry(b, track, scope, workspace)
+                for b in self._blocks(text, file)]
 
     @staticmethod
     def _workspace_hint(payload: Any) -> str | None:
@@ -229,37 +185,56 @@ class ClaudeCodeMemoryMd:
         project = payload.get("project")
         return decode_project(project) if isinstance(project, str) and project else None
 
-    def _markdown(self, text: str, file: str | None, track: str, scope: str,
-                  workspace: str | None) -> list[dict[str, Any]]:
+    @staticmethod
+    def _blocks(text: str, file: str | None) -> list[Block]:
         try:
-            blocks = parse(text)
+            return parse(text)
         except MarkdownError as exc:
             raise payload_error(ID, f"{at(file, exc.line)}{exc.message}", file=file,
                                 line=exc.line) from None
-        out = []
-        for b in blocks:
-            entry: dict[str, Any] = {"track": track, "scope": scope, "text": b.text,
-                                     "source": ID, "tags": b.tags}
-            if scope == "workspace" and workspace:
-                entry["workspaceKey"] = workspace
-            out.append(entry)
-        return out
+
+    @staticmethod
+    def _entry(b: Block, track: str, scope: str, workspace: str | None) -> dict[str, Any]:
+        entry: dict[str, Any] = {"track": track, "scope": scope, "text": b.text,
+                                 "source": ID, "tags": b.tags}
+        if scope == "workspace" and workspace:
+            entry["workspaceKey"] = workspace
+        return entry
+
+    def _notes(self, name: str, text: str, scope: str, workspace: str | None
+               ) -> list[dict[str, Any]]:
+        """A topic file without front-matter: its bullets and paragraphs, as Markdown notes
+        on the agent track, each knowing its part of the file."""
+        blocks = self._blocks(text, name)
+        notes = [self._entry(b, "agent", scope, workspace) for b in blocks]
+        found = locate(text, [(b.line, b.text) for b in blocks])
+        if found is not None and blocks:
+            before, after = found
+            for i, entry in enumerate(notes):
+                data: dict[str, Any] = {"file": name, "of": file_id(text), "part": i,
+                                        "parts": len(notes), "before": before[i]}
+                if i == len(notes) - 1:
+                    data["after"] = after
+                _kept(entry, name, data)
+        return notes
 
     def _read_directory(self, files: dict[str, str], workspace: str | None
                         ) -> list[dict[str, Any]]:
         scope = "workspace" if workspace else "user-global"
-        md = {n: t for n, t in files.items() if n.lower().endswith(".md")}
+        md = {n: newlines(t) for n, t in files.items() if n.lower().endswith(".md")}
         index_name = next((n for n in md if n.upper() == INDEX.upper()), None)
         order: list[str] = []
+        linked: dict[str, tuple[int, str]] = {}  # file -> (line, line text) of its index line
         leftover = ""
         if index_name is not None:
             kept: list[str] = []
-            for line in _newlines(md[index_name]).split("\n"):
-                m = _INDEX_LINE.match(line)
+            for n, line in enumerate(md[index_name].split("\n"), start=1):
+                m = INDEX_LINE.match(line)
                 target = unquote(m.group("target")).removeprefix("./") if m else None
                 if target is not None and target in md and target != index_name:
                     if target not in order:
                         order.append(target)
+                        linked[target] = (n, line)
                     kept.append("")  # keep line numbers for messages about the rest
                 else:
                     kept.append(line)
@@ -267,26 +242,72 @@ class ClaudeCodeMemoryMd:
         order += sorted(n for n in md if n not in order and n != index_name)
         memories: list[dict[str, Any]] = []
         notes: list[dict[str, Any]] = []
+        carriers: dict[str, dict[str, Any]] = {}  # file -> the entry that keeps its index line
         for name in order:
             entry = self._memory_file(name, md[name])
             if entry is None:  # a topic file without front-matter: Claude's notes
-                notes += self._markdown(md[name], name, "agent", scope, workspace)
+                parts = self._notes(name, md[name], scope, workspace)
+                notes += parts
+                if parts and "adapterMetadata" in parts[0]:
+                    carriers[name] = parts[0]
             elif entry:
                 memories.append(entry)
+                if "adapterMetadata" in entry:
+                    carriers[name] = entry
         if index_name is not None:
-            notes = self._markdown(leftover, index_name, "agent", scope, workspace) + notes
+            index_notes = self._index(md[index_name], index_name, leftover, linked, carriers,
+                                      scope, workspace, memories + notes)
+            notes = index_notes + notes
+            for entry in memories:  # a memory MEMORY.md does not list stays unlisted
+                data = _data(entry)
+                if data and data["file"] not in linked:
+                    data["unlisted"] = True
         for entry in memories:
             entry["scope"] = scope
             if workspace:
                 entry["workspaceKey"] = workspace
         return memories + notes
 
+    def _index(self, text: str, name: str, leftover: str, linked: dict[str, tuple[int, str]],
+               carriers: dict[str, dict[str, Any]], scope: str, workspace: str | None,
+               others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """MEMORY.md's notes (what is not an index line), and where every piece of it sits:
+        each index line is kept by its file's entry, each note by its own, with the text
+        before it, so an unchanged MEMORY.md is given back as it was. A MEMORY.md with no
+        piece at all (a title, blank lines) is kept whole by the first entry of the folder."""
+        blocks = self._blocks(leftover, name)
+        notes = [self._entry(b, "agent", scope, workspace) for b in blocks]
+        pieces: list[tuple[int, str, dict[str, Any]]] = []
+        for target, (line, content) in linked.items():
+            if target in carriers:
+                _data(carriers[target])["line"] = content
+                pieces.append((line, content, carriers[target]))
+        pieces += [(b.line, b.text, _kept(e, name, {"file": name}))
+                   for b, e in zip(blocks, notes, strict=True)]
+        pieces.sort(key=lambda p: p[0])
+        if not pieces:
+            keeper = next((e for e in others if "adapterMetadata" in e), None)
+            if keeper is not None and text:
+                _data(keeper)["index"] = text
+            return notes
+        found = locate(text, [(line, content) for line, content, _ in pieces])
+        if found is None:
+            return notes
+        before, after = found
+        of = file_id(text)
+        for i, (_, _, entry) in enumerate(pieces):
+            seg: dict[str, Any] = {"of": of, "at": i, "before": before[i]}
+            if i == len(pieces) - 1:
+                seg["after"] = after
+            _data(entry)["seg"] = seg
+        return notes
+
     def _memory_file(self, file: str, text: str) -> dict[str, Any] | None:
         """The entry of one memory file; None if it has no front-matter, {} if it is empty."""
-        fm = front_matter(ID, _newlines(text), file)
+        fm = front_matter(ID, text, file)
         if fm is None:
             return None
-        keys, body, _ = fm
+        keys, raw_body, _ = fm
 
         def scalar(key: str, value: Any) -> str:
             if value is None:
@@ -303,7 +324,7 @@ class ClaudeCodeMemoryMd:
         name = scalar("name", keys.get("name"))
         description = scalar("description", keys.get("description"))
         declared = scalar("type", raw_type)
-        body = body.strip()
+        body = raw_body.strip()
         if not body and not description:
             return {}
         if not description or _restates(description, body):
@@ -329,72 +350,52 @@ class ClaudeCodeMemoryMd:
                 raise payload_error(ID, f"{at(file)}the type {kind!r} cannot be kept as a tag: "
                                     f"{problem}", file=file)
             add_tag(tags, f"type:{kind}")
-        if name and not _is_derived_name(name, kind, text_out) \
+        if name and not is_derived_name(name, kind, text_out) \
                 and tag_problem(f"name:{name}") is None:
             add_tag(tags, f"name:{name}")
         problem = too_many_tags(tags)
         if problem:
             raise payload_error(ID, f"{at(file)}{problem}", file=file)
-        return {"track": track, "scope": "user-global", "text": text_out, "source": ID,
-                "tags": tags}
+        entry = {"track": track, "scope": "user-global", "text": text_out, "source": ID,
+                 "tags": tags}
+        data = self._file_data(file, text, raw_body, text_out)
+        return _kept(entry, file, data) if data is not None else entry
+
+    @staticmethod
+    def _file_data(file: str, text: str, raw_body: str, text_out: str
+                   ) -> dict[str, Any] | None:
+        """How the memory file is made of its entry's text: ``prefix + text[skip:] +
+        suffix`` (the front-matter and the body's whitespace around the body; ``skip``
+        passes over the description when the text starts with it)."""
+        core = raw_body.strip()
+        if text_out == core:
+            skip = 0
+        elif not core:
+            skip = len(text_out)
+        elif text_out.endswith("\n\n" + core):
+            skip = len(text_out) - len(core)
+        else:
+            return None
+        start = len(text) - len(raw_body) + len(raw_body) - len(raw_body.lstrip())
+        prefix, suffix = text[:start], text[start + len(core):]
+        if prefix + text_out[skip:] + suffix != text:
+            return None
+        size = len(prefix.encode("utf-8", "surrogatepass"))
+        if size > FRONT_MATTER_KEPT:
+            raise payload_error(
+                ID, f"{at(file)}the front-matter is {size:,} bytes; filemem keeps at most "
+                f"{FRONT_MATTER_KEPT:,} bytes of a memory file's own keys to give them back "
+                "on export: shorten it and import again", file=file)
+        return {"file": file, "prefix": prefix, "skip": skip, "suffix": suffix}
 
     # ------------------------------------------------------------ export
 
     def export(self, entries: Any) -> dict[str, Any]:
-        if not isinstance(entries, (list, tuple)):
-            raise payload_error(ID, "export takes a list of entries")
-        files: dict[str, str] = {}
-        index: list[str] = []
-        used = {"memory"}
-        for i, e in enumerate(entries):
-            if not isinstance(e, dict) or not isinstance(e.get("text"), str) \
-                    or e.get("track") not in DEFAULT_TYPE:
-                raise payload_error(ID, f"entry {i} is not an entry with a track and a text",
-                                    item=i)
-            track = e["track"]
-            text = _newlines(e["text"]).strip()
-            if not text:
-                raise payload_error(ID, f"entry {i} is only whitespace; a memory file needs a "
-                                    "body: remove it first", item=i)
-            tags = [t for t in e.get("tags") or [] if isinstance(t, str)]
-            kind = next((t[5:] for t in tags if t.startswith("type:") and t[5:]
-                         and track_of_type(t[5:]) == track), DEFAULT_TYPE[track])
-            description = derive_description(text)
-            given = next((t[5:] for t in tags if t.startswith("name:")
-                          and _SAFE_NAME.match(t[5:]) and not t.lower().endswith(".md")), None)
-            stem = self._unique(given or derive_name(kind, description), used)
-            name = given or stem  # a given name stays as it is, even if its file is name-2.md
-            head = ["---", f"name: {_yaml_str(name)}", f"description: {_yaml_str(description)}",
-                    "metadata:", f"  type: {_yaml_str(kind)}"]
-            modified = iso_time(e.get("updatedAt"))
-            if modified is not None:
-                head.append(f"modified: {modified}")
-            if tags != expected_tags(kind, name, text):
-                head.append("tags: [" + ", ".join(quote(t) for t in tags) + "]")
-            head.append("---")
-            files[f"{stem}.md"] = "\n".join(head) + "\n" + text + "\n"
-            index.append(f"- [{name}]({stem}.md) \u2014 {description}")
-        if not files:
-            return {"files": {}}
-        index_text = "\n".join(index) + "\n"
-        size = len(index_text.encode("utf-8"))
-        if len(index) > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-            raise payload_error(
-                ID, f"the MEMORY.md index would be {len(index)} lines / {size:,} bytes, and "
-                f"Claude Code reads only the first {INDEX_MAX_LINES} lines / "
-                f"{INDEX_MAX_BYTES:,} bytes of it, so memories past that would never be found: "
-                "export fewer entries (e.g. one track or scope at a time) or consolidate them; "
-                "nothing was cut", lines=len(index), size=size)
-        files[INDEX] = index_text
-        return {"files": files}
+        return _claude_export.export(entries, None)
 
-    @staticmethod
-    def _unique(name: str, used: set[str]) -> str:
-        """``name``, or ``name-2``, ``name-3``... not yet taken (case-insensitively: macOS
-        and Windows file systems fold case)."""
-        candidate, n = name, 1
-        while candidate.lower() in used:
-            n += 1
-            candidate = f"{name}-{n}"
-        used.add(candidate.lower())
-        return candidate
+    def export_into(self, entries: Any, current: Any) -> dict[str, Any]:
+        """The export merged into a live memory folder: ``current`` is what its files hold
+        now (``{"files": {name: text}}``); MEMORY.md keeps the lines of files the export does
+        not write."""
+        found = files_payload(ID, current)
+        return _claude_export.export(entries, found[0] if found else None)

@@ -14,8 +14,12 @@ Mapping, chosen so nothing an item says about itself is lost:
 - the entry's layer, keys and source go in ``metadata.filemem`` on export and come back from
   there on import; items without it become ``user``/``user-global`` with source ``mem0``.
 
-Not kept: ``id``, ``hash``, times, ``run_id``, ``actor_id``, ``role``, ``expiration_date``,
-``replaced_by`` and other metadata keys (filemem gives imported entries fresh ids and times).
+The rest of an item (``id``, ``hash``, times, ``run_id``, ``actor_id``, ``role``,
+``expiration_date``, ``replaced_by``, other metadata keys) is not an entry field: it is kept
+as the adapter's metadata in the entry's file (filemem gives the entry its own id and times).
+Export gives an entry whose text and tags are unchanged back as the item it came from, key
+for key; a changed one keeps its mem0 id, ``created_at``, ``run_id``, ``actor_id``, ``role``
+and other metadata keys, with a fresh ``memory``, ``hash``, ``updated_at`` and tags.
 A chat transcript (``{"messages": [...]}`` or a list of ``{role, content}``) is refused:
 turning a conversation into memories takes a model, which an adapter does not run.
 """
@@ -23,6 +27,7 @@ turning a conversation into memories takes a model, which an adapter does not ru
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -34,6 +39,7 @@ ID: Final = "mem0"
 RESULTS_FORMAT: Final = "mem0-results"
 FACTS_FORMAT: Final = "mem0-facts"
 _LAYER_KEYS: Final = ("track", "scope", "workspaceKey", "agentKey", "source")
+KEPT_MAX: Final = 24_000  # bytes of JSON of an item's other fields kept for export
 _TRANSCRIPT: Final = ("a chat transcript, not memories: mem0 turns a conversation into "
                       "memories with a model, which an adapter does not run; export the "
                       "memories themselves (get_all) and import those")
@@ -54,10 +60,12 @@ class Mem0:
         "{count, next, previous, results} or {\"facts\": [...]}; categories and metadata.tags "
         "become tags, user_id/agent_id the tags user:<id>/agent:<id>. Export writes "
         "{\"results\": [...]} with hash = MD5 of the text and the entry's layer in "
-        "metadata.filemem. Cannot carry: ids, times, run/actor ids, other metadata keys. "
-        "Chat transcripts are refused."
+        "metadata.filemem; an item whose text and tags did not change in filemem comes back "
+        "as it was (id, times, run/actor ids, role, every metadata key). Cannot carry: "
+        "filemem's session ids and recall counts; a memory changed in filemem gets a fresh "
+        "hash, updated_at and tags. Chat transcripts are refused."
     )
-    version = "1.0.0"
+    version = "1.1.0"
     import_formats = (RESULTS_FORMAT, FACTS_FORMAT)
     export_format = RESULTS_FORMAT
 
@@ -135,6 +143,16 @@ class Mem0:
         for key in ("workspaceKey", "agentKey"):
             if key in own:
                 entry[key] = own[key]
+        kept = {k: (None if k == "memory" else v) for k, v in item.items()}
+        size = len(json.dumps(kept, ensure_ascii=False, default=str).encode("utf-8"))
+        if size > KEPT_MAX:
+            raise bad(f"its other fields take {size:,} bytes of JSON; filemem keeps at most "
+                      f"{KEPT_MAX:,} to give them back on export: remove some metadata keys "
+                      "and import again")
+        mem0_id = item.get("id")
+        entry["adapterMetadata"] = {"data": {"item": kept}}
+        if isinstance(mem0_id, str) and mem0_id:
+            entry["adapterMetadata"]["key"] = mem0_id
         return entry
 
     # ------------------------------------------------------------ export
@@ -149,6 +167,10 @@ class Mem0:
                 raise payload_error(ID, f"entry {i} is not an entry with a track, scope and text",
                                     item=i)
             tags = [t for t in e.get("tags") or [] if isinstance(t, str)]
+            kept = self._kept(e, i)
+            if kept is not None:
+                results.append(kept)
+                continue
             item: dict[str, Any] = {}
             if isinstance(e.get("id"), str):
                 item["id"] = e["id"]
@@ -169,3 +191,46 @@ class Mem0:
                     item[field] = value
             results.append(item)
         return {"results": results}
+
+    def _kept(self, e: dict[str, Any], index: int) -> dict[str, Any] | None:
+        """The mem0 item the entry came from: as it was while its text, tags and layer are
+        the ones import made of it; with a fresh text, hash, time and tags (the rest kept)
+        once they changed; None if the entry has no item kept."""
+        meta = e.get("adapterMetadata")
+        data = meta.get("data") if isinstance(meta, dict) else None
+        stored = data.get("item") if isinstance(data, dict) else None
+        if not isinstance(stored, dict) or "memory" not in stored:
+            return None
+        item = dict(stored, memory=e["text"])
+        for key, value in (("id", e.get("id")), ("hash", memory_hash(e["text"])),
+                           ("created_at", iso_time(e.get("createdAt"))),
+                           ("updated_at", iso_time(e.get("updatedAt")))):
+            if key not in item and isinstance(value, str):
+                item[key] = value  # the fields of a results item an item came without
+        try:
+            came = self._entry("", index, item)
+        except ProtocolError:
+            return None  # a hand edit left an item import would refuse: write it fresh
+        tags = [t for t in e.get("tags") or [] if isinstance(t, str)]
+        layer = {k: e[k] for k in _LAYER_KEYS if isinstance(e.get(k), str)}
+        default = {"workspaceKey": "", "agentKey": "", **{k: came[k] for k in _LAYER_KEYS
+                                                          if k in came}}
+        if meta.get("textUnchanged") is not True or came["tags"] != tags:
+            for key in ("categories", "user_id", "agent_id"):
+                item.pop(key, None)
+            item["hash"] = memory_hash(e["text"])
+            when = iso_time(e.get("updatedAt"))
+            if when is not None:
+                item["updated_at"] = when
+            for prefix, field in (("user:", "user_id"), ("agent:", "agent_id")):
+                value = next((t[len(prefix):] for t in tags
+                              if t.startswith(prefix) and len(t) > len(prefix)), None)
+                if value is not None:
+                    item[field] = value
+            old = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+            item["metadata"] = {**{k: v for k, v in old.items() if k != "category"},
+                                "tags": tags, "filemem": layer}
+        elif any(default.get(k, "") != v for k, v in layer.items()):
+            old = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+            item["metadata"] = {**old, "filemem": layer}  # so it imports back where it is
+        return item

@@ -20,7 +20,9 @@ from filemem.approval import ApprovalRequest, Decision, Gate
 from filemem.config import Config
 from filemem.errors import (
     CODES,
+    ConnectError,
     FilememError,
+    GitOperationInProgress,
     ProtocolError,
     StoreBusy,
     StoreExists,
@@ -44,7 +46,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
                gate: Gate | None = None, budgets: Any = None, write_policy: str | None = None,
                write_policies: Any = None, stage_pending: bool = True,
                validate: bool = True,
-               policy_source: str | TrustInput | None = TRUST_INPUT) -> Provider:
+               policy_source: str | TrustInput | None = TRUST_INPUT,
+               reveal_matches: bool = False) -> Provider:
     """Open the store at ``path`` (default: see :func:`default_store_path`) as a Provider.
 
     ``create=True`` makes the store if the folder is missing or empty. ``gate`` is called
@@ -58,6 +61,9 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     write policies are matched against: by default each write's own ``input.source`` (the
     caller is your own program); a server for other programs passes the name you gave it
     (or None), so a caller cannot pick a looser policy by naming a source.
+    An ``ENTRY_NOT_FOUND`` names the other layers where the match is, among those the
+    writer's session can see; ``reveal_matches=True`` (the owner's own tools, such as the
+    ``filemem`` command) names them anywhere in the store: another workspace, another agent.
     """
     Config().with_overrides(budgets=budgets, write_policy=write_policy,
                             write_policies=write_policies)  # bad overrides: fail before creating
@@ -70,7 +76,7 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
         store.checked()  # fail now on a corrupt or too-new store
     return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,
                     write_policies=write_policies, stage_pending=stage_pending,
-                    policy_source=policy_source)
+                    policy_source=policy_source, reveal_matches=reveal_matches)
 
 
 def init_store(path: str | os.PathLike[str] | None = None) -> Provider:
@@ -99,10 +105,12 @@ __all__ = [
     "CODES",
     "PROTOCOL",
     "ApprovalRequest",
+    "ConnectError",
     "Decision",
     "Entry",
     "FilememError",
     "Gate",
+    "GitOperationInProgress",
     "Owner",
     "ProtocolError",
     "Provider",

@@ -11,6 +11,21 @@ An adapter is an object (or a mapping) with::
                        workspaceKey?, agentKey?} (or {"entries": [...]}, the reference's shape)
     export(entries) -> a payload
 
+Round trips: an entry ``adapt`` returns may carry ``"adapterMetadata": {"key"?: str,
+"data": {...}}``, what the adapter needs to give the memory back as it came (a file name,
+another tool's ids and fields). filemem keeps it in the entry's file under the front-matter
+key ``x-<adapter id>``, with the SHA-256 of the text it came with; the model never sees it.
+``export`` then gets each entry that has some with ``"adapterMetadata": {"key", "data",
+"textSha256", "textUnchanged"}``: ``textUnchanged`` is false once the text was changed in
+filemem (a replace keeps the metadata), so the adapter gives back what came in only for what
+did not change. ``key`` names the memory in the other tool (its file, its id): the owner's
+import skips a memory this adapter imported with the same key into the same layer before,
+in the version it was imported in (``filemem.owner.imports``). An adapter may also have
+``export_into(entries, current)``: the export into a destination that already holds files,
+given what they hold now (``{"files": {name: text}}`` for the files its export writes), so
+that exporting into a live folder keeps what is not filemem's (Claude Code's MEMORY.md
+lines of other files).
+
 Adapters do no I/O and call no model, so the caller decides where payloads come from and
 go. The convention the CLI follows: one text file is ``{"text", "file", "path"}``, a
 directory is ``{"files": {name: text}, "path"}``, JSON is the parsed value; an export that
@@ -32,6 +47,7 @@ an adapter raises pass through unchanged, anything else is wrapped).
 from __future__ import annotations
 
 import builtins
+import hashlib
 import importlib
 import importlib.util
 import re
@@ -46,6 +62,7 @@ from typing import Any, Final
 from filemem import errors
 
 ENTRY_POINT_GROUP: Final = "filemem.adapters"
+META_PREFIX: Final = "x-"  # the front-matter key of an adapter's metadata: x-<adapter id>
 ID_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 SHIPPED_MODULE: Final = "filemem._adapters"
 _MISSING: Final = object()
@@ -82,7 +99,7 @@ def _get(adapter: Any, *names: str) -> Any:
     return _MISSING
 
 
-def _call(adapter: Any, name: str) -> Callable[[Any], Any]:
+def _call(adapter: Any, name: str) -> Callable[..., Any]:
     fn = _get(adapter, name)
     assert callable(fn)
     return fn  # type: ignore[no-any-return]
@@ -165,7 +182,9 @@ class Registry:
         return self.entry(adapter_id).adapter
 
     def adapt(self, adapter_id: str, payload: Any) -> builtins.list[Any]:
-        """Convert a payload into protocol entry inputs (not validated here: seed does)."""
+        """Convert a payload into protocol entry inputs (not validated here: seed does).
+        An entry's ``adapterMetadata`` becomes its ``meta`` (``x-<adapter id>``, with the
+        hash of its text); a ``meta`` the adapter set itself is dropped."""
         entry = self.entry(adapter_id)
         result = self._run(entry, "adapt", payload)
         if isinstance(result, Mapping) and isinstance(result.get("entries"), list):
@@ -175,16 +194,27 @@ class Registry:
                 errors.ADAPTER_PAYLOAD,
                 f'adapter "{adapter_id}": adapt failed: it returned {type(result).__name__}, '
                 "not a list of entries", {"adapterId": adapter_id})
-        return result
+        return [_with_meta(adapter_id, i, e) if isinstance(e, Mapping) else e
+                for i, e in enumerate(result)]
 
-    def export(self, adapter_id: str, entries: builtins.list[dict[str, Any]]) -> Any:
-        """Convert protocol entries into the adapter's export payload."""
-        return self._run(self.entry(adapter_id), "export", entries)
+    def export(self, adapter_id: str, entries: builtins.list[dict[str, Any]],
+               metadata: Mapping[str, Mapping[str, Any]] | None = None,
+               current: Any = None) -> Any:
+        """Convert protocol entries into the adapter's export payload. ``metadata`` (entry
+        id -> its ``x-`` keys, :meth:`filemem.Provider.entry_metadata`) gives each entry
+        this adapter's metadata, if it has any. ``current``: what the destination holds now
+        (``{"files": {...}}``), for an adapter with ``export_into``; others ignore it."""
+        registered = self.entry(adapter_id)
+        given = [_metadata_for(adapter_id, e, (metadata or {}).get(str(e.get("id"))))
+                 if isinstance(e, Mapping) else e for e in entries]
+        if current is not None and callable(_get(registered.adapter, "export_into")):
+            return self._run(registered, "export_into", given, current)
+        return self._run(registered, "export", given)
 
     @staticmethod
-    def _run(entry: Registered, method: str, arg: Any) -> Any:
+    def _run(entry: Registered, method: str, *args: Any) -> Any:
         try:
-            return _call(entry.adapter, method)(arg)
+            return _call(entry.adapter, method)(*args)
         except errors.ProtocolError:
             raise
         except Exception as exc:
@@ -223,6 +253,67 @@ class Registry:
 
     def origin(self, adapter_id: str) -> str:
         return self.entry(adapter_id).origin
+
+
+# ---------------------------------------------------------------- round-trip metadata
+
+
+def meta_key(adapter_id: str) -> str:
+    """The front-matter key an adapter's metadata is kept under: ``x-<adapter id>``."""
+    return META_PREFIX + adapter_id
+
+
+def text_hash(text: str) -> str:
+    """The SHA-256 (hex) of a text as UTF-8: what binds metadata to the text it came with."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _with_meta(adapter_id: str, index: int, entry: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in entry.items() if k not in ("adapterMetadata", "meta")}
+    given = entry.get("adapterMetadata")
+    if given is None:
+        return out
+    key = given.get("key") if isinstance(given, Mapping) else None
+    data = given.get("data") if isinstance(given, Mapping) else None
+    if not isinstance(given, Mapping) or not isinstance(data, Mapping) or not (
+            key is None or (isinstance(key, str) and key)):
+        raise errors.ProtocolError(
+            errors.ADAPTER_PAYLOAD,
+            f'adapter "{adapter_id}": entry {index}: adapterMetadata must be {{"key"?: a '
+            'non-empty string, "data": an object}', {"adapterId": adapter_id, "item": index})
+    text = entry.get("text")
+    if isinstance(text, str):  # else the import refuses the entry for its text
+        stored: dict[str, Any] = {} if key is None else {"key": key}
+        stored.update(textSha256=text_hash(text), data=dict(data))
+        out["meta"] = {meta_key(adapter_id): stored}
+    return out
+
+
+def stored_metadata(adapter_id: str, meta: Mapping[str, Any] | None
+                    ) -> tuple[str | None, str, dict[str, Any]] | None:
+    """(key, textSha256, data) of this adapter's metadata among an entry's ``x-`` keys,
+    or None when it has none (or a hand edit left it in a shape filemem did not write)."""
+    value = (meta or {}).get(meta_key(adapter_id))
+    if not isinstance(value, Mapping):
+        return None
+    key, sha, data = value.get("key"), value.get("textSha256"), value.get("data")
+    if not isinstance(sha, str) or not isinstance(data, Mapping) or not (
+            key is None or isinstance(key, str)):
+        return None
+    return key, sha, dict(data)
+
+
+def _metadata_for(adapter_id: str, entry: Mapping[str, Any],
+                  meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = {k: v for k, v in entry.items() if k != "adapterMetadata"}
+    found = stored_metadata(adapter_id, meta)
+    if found is not None:
+        key, sha, data = found
+        text = entry.get("text")
+        out["adapterMetadata"] = {"key": key, "data": data, "textSha256": sha,
+                                  "textUnchanged": isinstance(text, str)
+                                  and text_hash(text) == sha}
+    return out
 
 
 def shipped_module() -> ModuleType:
@@ -281,8 +372,9 @@ def adapt(adapter_id: str, payload: Any) -> list[Any]:
     return default_registry().adapt(adapter_id, payload)
 
 
-def export(adapter_id: str, entries: list[dict[str, Any]]) -> Any:
-    return default_registry().export(adapter_id, entries)
+def export(adapter_id: str, entries: list[dict[str, Any]],
+           metadata: Mapping[str, Mapping[str, Any]] | None = None, current: Any = None) -> Any:
+    return default_registry().export(adapter_id, entries, metadata, current)
 
 
 def problems() -> list[str]:
@@ -299,13 +391,17 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "META_PREFIX",
     "Registered",
     "Registry",
     "adapt",
     "default_registry",
     "export",
     "list_adapters",
+    "meta_key",
     "problems",
     "register",
+    "stored_metadata",
+    "text_hash",
     "validate",
 ]

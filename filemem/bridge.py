@@ -82,8 +82,8 @@ def _audit_list(p: Provider, params: Any) -> Any:
 
 
 def _snapshot(p: Provider, params: Any) -> Any:
-    args = _params(params, ("session",), ("language",))
-    return p.snapshot(args["session"], language=args.get("language"))
+    args = _params(params, ("session",), ("language", "tools"))
+    return p.snapshot(args["session"], language=args.get("language"), tools=args.get("tools"))
 
 
 def _describe(p: Provider, params: Any) -> Any:
@@ -280,8 +280,10 @@ def run(store: str | None, *, budgets: Any = None, approval: str = "host",
         overrides = {"write_policy": approval, "write_policies": {}}
     # `source:<name>` policies see the source the owner started the bridge with, never the
     # host's input.source (which may be whatever a model asked for)
+    # not validated at start: a store with an invalid file committed (or too new) is answered
+    # request by request with that error (its file, commit and way out), as a host can show
     provider = filemem.open_store(store, create=True, budgets=budgets, policy_source=source,
-                                  **overrides)
+                                  validate=False, **overrides)
     bridge = Bridge(provider, sys.stdin.buffer, out)
     if approval == "host":
         provider.gate = bridge.ask_host

@@ -8,20 +8,30 @@
     │                         (STORE_BUSY)
     ├── StoreFull             the disk (or quota) holding the store is full (STORE_FULL)
     ├── StoreReadOnly         a write to a store this process cannot write (STORE_READ_ONLY)
-    └── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
+    ├── GitOperationInProgress  a git merge, rebase, cherry-pick, revert, am or bisect is
+    │                         unfinished in the store (GIT_OPERATION_IN_PROGRESS)
+    ├── SyncError             a remote or sync that cannot go on (NO_REMOTE, PUSH_REJECTED, ...)
+    └── ConnectError          connecting to an agent cannot go on (CONFIG_INVALID,
+                              CONFIG_UNWRITABLE, NAME_TAKEN, AGENT_CLI_FAILED,
+                              AGENT_NOT_FOUND)
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
 own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
 unreadable object, a detached HEAD) is ``STORE_CORRUPT``: ``filemem.files.gitrepo``'s
-``RepositoryDamaged``, a ProtocolError that names the object and the way out. Messages stay
+``RepositoryDamaged``, a ProtocolError that names the object and the way out; a file
+committed invalid at HEAD is ``STORE_CORRUPT`` from :func:`bad_file`, naming the file, the
+commit that brought it and the way out. Messages stay
 English: they are part of the audit contract and other providers compare them.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from typing import Any
 
 from filemem.jsstr import js_json
+from filemem.types import Place
 
 INVALID_INPUT = "INVALID_INPUT"
 WRITE_REQUIRES_AGENT = "WRITE_REQUIRES_AGENT"
@@ -55,6 +65,12 @@ STORE_EXISTS = "STORE_EXISTS"
 STORE_BUSY = "STORE_BUSY"
 STORE_FULL = "STORE_FULL"
 STORE_READ_ONLY = "STORE_READ_ONLY"
+GIT_OPERATION_IN_PROGRESS = "GIT_OPERATION_IN_PROGRESS"
+CONFIG_INVALID = "CONFIG_INVALID"  # another tool's config file filemem must edit is unusable
+NAME_TAKEN = "NAME_TAKEN"  # a name filemem would use (server, plugin folder) is taken
+CONFIG_UNWRITABLE = "CONFIG_UNWRITABLE"  # such a file cannot be written (permissions, disk)
+AGENT_CLI_FAILED = "AGENT_CLI_FAILED"  # the agent's own command (`claude mcp add`) failed
+AGENT_NOT_FOUND = "AGENT_NOT_FOUND"  # the agent to connect does not look installed
 
 
 class FilememError(Exception):
@@ -123,14 +139,36 @@ class StoreReadOnly(FilememError, PermissionError):
             "written to it; nothing was written", {"path": root})
 
 
+class GitOperationInProgress(FilememError):
+    """A write (or sync) refused because a git command stopped half way in the store (a
+    ``git merge`` or ``git pull`` with conflicts, a rebase, cherry-pick, revert, ``git am``,
+    a bisect) and waits for the person to finish or abort it: filemem never commits on top
+    of it. The message names the operation and the ways out; ``details``: ``path`` (the
+    store), ``operation`` (merge, rebase, cherry-pick, revert, am, bisect), ``marker`` (what
+    in ``.git`` shows it) and ``conflicts`` (the files git left unmerged). Reads still work;
+    nothing was written."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        FilememError.__init__(self, GIT_OPERATION_IN_PROGRESS, message, details)
+
+
 class SyncError(FilememError):
     """A remote or sync operation that cannot go on. The message says why and what to do;
     ``code`` is stable for scripts (NO_REMOTE, REMOTE_EXISTS, REMOTE_UNREACHABLE,
-    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE).
-    Nothing in the local store was changed unless the message says so."""
+    REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE,
+    CONFIG_CONFLICT). Nothing in the local store was changed unless the message says so."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(code, message, details)
+
+
+class ConnectError(FilememError):
+    """Connecting filemem to an agent (or disconnecting it) cannot go on: one of the
+    agent's configuration files is unusable (CONFIG_INVALID: not valid JSON or YAML, which
+    file and line) or cannot be written (CONFIG_UNWRITABLE), a name filemem would take is
+    used by something else (NAME_TAKEN), the agent's own command failed
+    (AGENT_CLI_FAILED), or the agent does not look installed (AGENT_NOT_FOUND). The message
+    names the file or command and what to do; nothing was changed unless it says so."""
 
 
 def invalid_input(message: str) -> ProtocolError:
@@ -154,24 +192,64 @@ def budget_exceeded(track: str, scope: str, used: int, limit: int, needed: int) 
     )
 
 
-def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False) -> ProtocolError:
+def searched(scope: str, workspace_key: str | None, agent_key: str) -> str:
+    """What a match was looked for in, for a person: the agent layers and the workspace."""
+    who = (f'the shared layer and agent {js_json(agent_key)}\'s' if agent_key
+           else "the shared layer")
+    where = f" of workspace {js_json(workspace_key)}" if scope == "workspace" and \
+        workspace_key is not None else ""
+    return who + where
+
+
+def _place(p: Place) -> str:
+    who = f'agent {js_json(p["agentKey"])}\'s layer' if p["agentKey"] else "the shared layer"
+    where = f" of workspace {js_json(p['workspaceKey'])}" if p["workspaceKey"] is not None \
+        else ""
+    n = p["entries"]
+    return f"{p['track']}/{p['scope']} ({who}{where}: {n} {'entry' if n == 1 else 'entries'})"
+
+
+_PLACES_SHOWN = 3
+
+
+def entry_not_found(track: str, scope: str, match: str, *, changed: bool = False,
+                    workspace_key: str | None = None, agent_key: str = "",
+                    elsewhere: list[Place] | None = None) -> ProtocolError:
+    """Nothing in ``track/scope`` (as the writer sees it) contains ``match``: the message
+    starts as the reference's and says what was searched and where else the match is
+    (``elsewhere``, also in the details)."""
+    where = searched(scope, workspace_key, agent_key)
+    details: dict[str, Any] = {"track": track, "scope": scope, "match": match,
+                               "workspaceKey": workspace_key, "agentKey": agent_key}
     if changed:
         message = (
             f"the entry in {track}/{scope} matching {js_json(match)} changed while approval was "
-            "pending (it is no longer the entry that was approved); nothing was changed"
+            f"pending (it is no longer the entry that was approved; searched {where}); "
+            "nothing was changed"
         )
-    else:
-        message = f"no entry in {track}/{scope} contains {js_json(match)}; nothing was changed"
-    return ProtocolError(ENTRY_NOT_FOUND, message, {"track": track, "scope": scope, "match": match})
+        return ProtocolError(ENTRY_NOT_FOUND, message, details)
+    places = list(elsewhere or [])
+    message = (f"no entry in {track}/{scope} contains {js_json(match)} (searched {where}); "
+               "nothing was changed")
+    if places:
+        shown = "; ".join(_place(p) for p in places[:_PLACES_SHOWN])
+        more = len(places) - _PLACES_SHOWN
+        rest = f"; and {more} more {'layer' if more == 1 else 'layers'}" if more > 0 else ""
+        message += f"; it is in {shown}{rest}"
+    details["elsewhere"] = places
+    return ProtocolError(ENTRY_NOT_FOUND, message, details)
 
 
-def ambiguous_match(track: str, scope: str, match: str, sample: list[str]) -> ProtocolError:
+def ambiguous_match(track: str, scope: str, match: str, sample: list[str], *,
+                    workspace_key: str | None = None, agent_key: str = "") -> ProtocolError:
     n = len(sample)
     return ProtocolError(
         AMBIGUOUS_MATCH,
-        f"match {js_json(match)} is ambiguous in {track}/{scope}: {n} entries contain it; "
-        "use a longer, unique substring",
-        {"track": track, "scope": scope, "match": match, "candidates": n, "sample": sample},
+        f"match {js_json(match)} is ambiguous in {track}/{scope} (searched "
+        f"{searched(scope, workspace_key, agent_key)}): {n} entries contain it; use a "
+        "longer, unique substring",
+        {"track": track, "scope": scope, "match": match, "candidates": n, "sample": sample,
+         "workspaceKey": workspace_key, "agentKey": agent_key},
     )
 
 
@@ -196,6 +274,47 @@ def store_corrupt(path: str, reason: str) -> ProtocolError:
     return ProtocolError(
         STORE_CORRUPT, f"memory store file {path} is corrupt: {reason}", {"path": path}
     )
+
+
+def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
+             subject: str | None = None, parents: int = 1, fix: str = "edit",
+             more: int = 0) -> ProtocolError:
+    """STORE_CORRUPT for a file committed at HEAD that is not valid: the file, the commit
+    that brought it (when history tells; ``parents``: how many it has, as a merge or the
+    first commit is not one to revert) and the way out. ``fix`` is what mends the file
+    itself: ``edit`` it, ``remove`` it (not an entry file), ``restore`` it (deleted) or
+    ``move:<path>`` (a valid entry in the wrong place);
+    ``more``: how many other files are invalid too."""
+    full = os.path.join(root, *rel.split("/"))
+    r, p, f = shlex.quote(root), shlex.quote(rel), shlex.quote(full)
+    short = commit[:10] if commit else None
+    ways = []
+    if short and parents == 1:
+        ways.append(f"undo that commit with `git -C {r} revert {short}`")
+    if fix.startswith("move:"):
+        to = shlex.quote(fix[5:])
+        ways.append(f"move it where it belongs and commit that: `git -C {r} mv {p} {to}`, "
+                    f"then `git -C {r} commit`")
+    elif fix == "remove":
+        ways.append(f"take the file out of the store and commit that: `git -C {r} rm {p}`, "
+                    f"then `git -C {r} commit`")
+    elif fix == "restore":
+        back = f"`git -C {r} checkout {short}~1 -- {p}`, then " if short else ""
+        ways.append(f"put the file back and commit it: {back}`git -C {r} commit {p}`")
+    else:
+        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}` (or "
+                    f"`filemem adopt {f}`, which records it as your edit)")
+    way_out = ", or ".join(ways)
+    kind = "merge commit" if parents > 1 else "commit"
+    how = "it was deleted by" if fix == "restore" else "it came in with"
+    came = f"; {how} {kind} {short} {js_json(subject or '')}" if short else ""
+    return ProtocolError(
+        STORE_CORRUPT,
+        f"memory store file {full} is corrupt: {reason}{came}; memory reads and writes are "
+        f"refused until it is mended: {way_out}" + (
+            f" ({more} more invalid file(s): `filemem status` lists them)" if more else ""),
+        {"path": full, "file": rel, "reason": reason, "commit": commit, "subject": subject,
+         "wayOut": way_out})
 
 
 def store_unsupported_version(path: str, found: int, supported: int) -> ProtocolError:

@@ -9,6 +9,7 @@ their users compare them.
 from __future__ import annotations
 
 import functools
+import json
 import ntpath
 import os
 import posixpath
@@ -27,12 +28,19 @@ PROTOCOL: Final = "dsh-memory-protocol/v1"
 TRACKS: Final = ("user", "agent")
 SCOPES: Final = ("user-global", "workspace")
 LAYERS: Final = tuple((t, s) for t in TRACKS for s in SCOPES)
-DEFAULT_SOURCE: Final = "dsh-memento"  # the protocol's default provenance label
+DEFAULT_SOURCE: Final = "filemem"  # the provenance label of a write that names none (the
+# reference implementation writes its own name, "dsh-memento", there)
 MAX_TAGS: Final = 16
 MAX_TAG_LENGTH: Final = 32
 MAX_QUERY_LIMIT: Final = 1000
 MAX_IMPORT: Final = 1000
 MAX_CONSOLIDATE: Final = 20
+# Another tool's data kept in an entry's file (an adapter's round-trip metadata): front-matter
+# keys ``x-<name>``, each a JSON object, at most META_MAX bytes of JSON in all, nested at
+# most META_DEPTH levels (the file's YAML reader allows 32).
+META_KEY_RE: Final = re.compile(r"x-[a-z0-9][a-z0-9-]{0,62}\Z")
+META_MAX: Final = 32 * 1024
+META_DEPTH: Final = 16
 ON_WINDOWS: Final = os.name == "nt"
 
 UUID_RE: Final = re.compile(
@@ -173,6 +181,67 @@ def agent_key_of(preset: Any, *, windows: bool = ON_WINDOWS) -> str:
     return key.lower() if windows else key
 
 
+# ---------------------------------------------------------------- metadata
+
+
+def meta_json(value: Any) -> str:
+    """The one JSON text of a metadata value (keys in their order; ValueError/TypeError if
+    it is not JSON: NaN, a set, a non-string key...)."""
+    if isinstance(value, dict) and not all(isinstance(k, str) for k in value):
+        raise TypeError("keys must be strings")
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "),
+                      default=_not_json)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def meta_problem(key: Any, value: Any) -> str | None:
+    """Why ``key: value`` cannot be an entry's metadata key (None if it can)."""
+    if not isinstance(key, str) or not META_KEY_RE.match(key):
+        return (f"metadata key {js_json(key)} must be x-<name> (lowercase letters, digits and "
+                "dashes, at most 64 characters)")
+    if not isinstance(value, dict):
+        return f"metadata {key} must be an object"
+    try:
+        text = meta_json(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"metadata {key} is not JSON ({exc})"
+    if _SURROGATE_RE.search(text):
+        return f"metadata {key} is not valid Unicode (a lone surrogate)"
+    if _depth(value) > META_DEPTH:
+        return f"metadata {key} is nested more than {META_DEPTH} levels deep"
+    return None
+
+
+def validate_meta(raw: Any) -> tuple[tuple[str, str], ...]:
+    """An entry input's ``meta`` ({"x-<name>": {...}}) as Entry.meta; INVALID_INPUT if not."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise errors.invalid_input("entry meta must be an object of x-<name> keys; nothing was "
+                                   "written")
+    for key, value in raw.items():
+        problem = meta_problem(key, value)
+        if problem:
+            raise errors.invalid_input(f"entry {problem}; nothing was written")
+    meta = tuple(sorted((k, meta_json(v)) for k, v in raw.items()))
+    size = sum(len(k) + len(v.encode("utf-8")) for k, v in meta)
+    if size > META_MAX:
+        raise errors.invalid_input(
+            f"entry metadata is {size:,} bytes, more than {META_MAX:,}; nothing was written")
+    return meta
+
+
 # ---------------------------------------------------------------- entries
 
 
@@ -192,6 +261,9 @@ class Entry:
     created_at: int
     updated_at: int
     session_id: str | None
+    # ``x-<name>`` front-matter keys, sorted, each with its value as JSON text (meta_json):
+    # another tool's data that passes through filemem untouched (never in the protocol shape)
+    meta: tuple[tuple[str, str], ...] = ()
     fold: str = field(default="", compare=False, repr=False)  # ascii_lower(text), for matching
 
     def __post_init__(self) -> None:
@@ -210,6 +282,10 @@ class Entry:
         if "text" in changes:
             changes.setdefault("fold", ascii_lower(changes["text"]))
         return replace(self, **changes)
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``x-<name>`` keys with their JSON values (empty for most entries)."""
+        return {k: json.loads(v) for k, v in self.meta}
 
     def to_protocol(self, recall_count: int = 0,
                     last_recalled: int | None = None) -> ProtocolEntry:

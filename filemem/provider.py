@@ -78,7 +78,8 @@ class Provider:
     def __init__(self, store: Store, *, gate: Gate | None = None, budgets: Any = None,
                  write_policy: str | None = None, write_policies: Any = None,
                  stage_pending: bool = True,
-                 policy_source: str | TrustInput | None = TRUST_INPUT) -> None:
+                 policy_source: str | TrustInput | None = TRUST_INPUT,
+                 reveal_matches: bool = False) -> None:
         self.store = store
         self.gate = gate
         self.stage_pending = stage_pending
@@ -90,7 +91,9 @@ class Provider:
         Config().with_overrides(**self._overrides)  # validate now: fail at open, not at use
         self._config_for: tuple[Config, Config] | None = None
         self._snapshots: dict[str, str] = {}
-        self._core = Core(store, self.config)
+        # ENTRY_NOT_FOUND names where else a match is: in the layers the writer sees, or,
+        # for the owner's own tools, anywhere (another workspace, another agent's layer)
+        self._core = Core(store, self.config, reveal_matches)
 
     # ------------------------------------------------------------ plumbing
 
@@ -325,6 +328,13 @@ class Provider:
 
     listEntries = list_entries
 
+    def entry_metadata(self) -> dict[str, dict[str, Any]]:
+        """Not the protocol's: the ``x-<name>`` keys other tools' data is kept under in
+        entry files (an adapter's round-trip metadata, see ``filemem.adapters``), by entry
+        id, for the entries that have any. Read-only, like :meth:`list_entries`."""
+        state = self.store.checked()
+        return {e.id: e.metadata() for e in state.ordered() if e.meta}
+
     def audit_list(self, limit: Any = AUDIT_LIMIT_DEFAULT) -> list[AuditRow]:
         """The newest audit rows first: commits (writes, denials) and the read-side ledger."""
         n = query_mod.positive_int(limit) or AUDIT_LIMIT_DEFAULT
@@ -339,9 +349,15 @@ class Provider:
         return envelope.build([self._protocol(e) for e in state.ordered()],
                               budgets.report(state.usage, self.config(state)))
 
-    def snapshot(self, session: Any, *, language: str | None = None) -> str:
+    def snapshot(self, session: Any, *, language: str | None = None,
+                 say_empty: bool = False, tools: Any = None) -> str:
         """The frozen snapshot for a session: rendered once per session id, recorded as a
-        ``snapshot`` audit row byte-identical to the returned text."""
+        ``snapshot`` audit row byte-identical to the returned text. Its header names
+        ``tools``, the tools the reader changes memory with (1..8 names; by default the
+        protocol's write operations). With nothing visible it is ``''`` (the protocol's
+        face), or with ``say_empty`` (what filemem's own surfaces show a person or a
+        model) a sentence saying there are no memories yet."""
+        names = snapshot.tool_names(tools)  # INVALID_INPUT before anything is rendered
         if not isinstance(session, dict):
             return ""
         sid, workspace_key, agent_key = session_keys(session)
@@ -349,7 +365,8 @@ class Provider:
             return self._snapshots[sid]
         state = self.store.checked()
         shown = [e for e in state.ordered() if visible(e, workspace_key, agent_key)]
-        text = snapshot.render(shown, state.usage, self.config(state), language)
+        text = snapshot.render(shown, state.usage, self.config(state), language, names,
+                               say_empty=say_empty)
         self.store.append_ledger([row("snapshot", text=text, outcome="ok", source=DEFAULT_SOURCE,
                                       session_id=sid)])
         if sid is not None:

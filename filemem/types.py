@@ -65,6 +65,42 @@ class SeedResult(TypedDict):
 WriteResult = AddResult | ReplaceResult | ConsolidateResult | SeedResult
 
 
+class SkippedEntry(TypedDict):
+    """An entry an owner's import left out: the same text is in the same layer already
+    (``why``: ``in-memory``), or earlier in the same import (``repeated``), or the adapter
+    imported this very memory in this very version before and it was changed in filemem
+    since (``imported-before``)."""
+
+    index: int  # its position in what the adapter read
+    track: str
+    scope: str
+    workspaceKey: str
+    agentKey: str
+    text: str
+    why: Literal["in-memory", "repeated", "imported-before"]
+
+
+class OwnerImportResult(TypedDict):
+    """An owner's import: the seed's result (``added`` 0 and no ``entries`` when everything
+    was skipped: nothing was written or asked), and what was skipped."""
+
+    added: int
+    entries: list[ProtocolEntry]
+    skipped: list[SkippedEntry]
+
+
+class Place(TypedDict):
+    """A layer holding entries that contain a match which was not found where it was
+    looked for (ENTRY_NOT_FOUND's ``details.elsewhere``): the track/scope, the workspace
+    (``None`` for user-global), the agent layer (``''``: the shared one), and how many."""
+
+    track: str
+    scope: str
+    workspaceKey: str | None
+    agentKey: str
+    entries: int
+
+
 class QueryResult(TypedDict):
     entries: list[ProtocolEntry]
     total: int
@@ -101,6 +137,6 @@ class AuditRow(TypedDict):
     sessionId: str | None
 
 
-__all__ = ["AddResult", "AuditRow", "ConsolidateResult", "Payload", "ProtocolEntry",
-           "QueryResult", "ReplaceResult", "Scope", "SeedResult", "Track", "Usage",
-           "WriteResult"]
+__all__ = ["AddResult", "AuditRow", "ConsolidateResult", "OwnerImportResult", "Payload", "Place",
+           "ProtocolEntry", "QueryResult", "ReplaceResult", "Scope", "SeedResult",
+           "SkippedEntry", "Track", "Usage", "WriteResult"]

@@ -68,7 +68,7 @@ def test_adapters_command() -> None:
                         "export: claude-code-memory-dir")
     assert lines[3].startswith("- hermes-memory-md (Hermes Agent memory (MEMORY.md / USER.md), "
                                "v1.0.0): ")
-    assert lines[5].startswith("- mem0 (mem0 memories, v1.0.0): ")
+    assert lines[5].startswith("- mem0 (mem0 memories, v1.1.0): ")
     assert lines[6] == "  import: mem0-results, mem0-facts; export: mem0-results"
     assert "filemem import --adapter ID PATH" in lines[-1]
     doc = json.loads(ok("adapters", "--json"))
@@ -119,7 +119,8 @@ def test_hermes_export_options_and_refusals(store: Path, tmp_path: Path) -> None
     # existing files are only replaced with --force
     (home / "USER.md").write_text("changed by Hermes", encoding="utf-8")
     err = fails(1, "export", "--adapter", "hermes-memory-md", "--out", str(home), store=store)
-    assert "INVALID_INPUT" in err and "already has MEMORY.md, USER.md; pass --force" in err
+    # (MEMORY.md would not change: only USER.md is named)
+    assert "INVALID_INPUT" in err and "already has USER.md; pass --force" in err
     assert (home / "USER.md").read_text(encoding="utf-8") == "changed by Hermes"
     ok("export", "--adapter", "hermes-memory-md", "--out", str(home), "--force", store=store)
     assert (home / "USER.md").read_bytes() == (FIX / "hermes" / "USER.md").read_bytes()
@@ -195,27 +196,36 @@ def test_claude_memory_directory(store: Path, tmp_path: Path) -> None:
     assert done.returncode == 0 and "not a folder" not in done.stderr
     assert {e["workspaceKey"] for e in entries(other)} == {str(api)}
 
-    # export writes a directory Claude Code reads; exporting that again changes nothing
+    # export gives the folder back as it came: every file under its own name, byte for byte
     out = tmp_path / "export1"
     ok("export", "--adapter", "claude-code-memory-md", "--scope", "workspace", "--out",
        str(out), store=store)
-    index = (out / "MEMORY.md").read_text(encoding="utf-8").splitlines()
-    assert len(index) == 8 and all(line.startswith("- [") for line in index)
-    for line in index:
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == \
+        {p.name: p.read_bytes() for p in memory.iterdir()}
+    # entries filemem made (no metadata) are written fresh, with an index line each
+    ok("add", "--yes", "--track", "agent", "--scope", "workspace", "--workspace", str(api),
+       "CI runs on Debian 12", store=other)
+    ok("add", "--yes", "--track", "user", "--scope", "workspace", "--workspace", str(api),
+       "Prefers tabs", store=other)
+    fresh = tmp_path / "fresh"
+    ok("export", "--adapter", "claude-code-memory-md", "--out", str(fresh), store=other)
+    index = (fresh / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    assert index[:6] == (memory / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    assert index[6:] == ["- [project-ci-runs-on-debian-12](project-ci-runs-on-debian-12.md) "
+                         "\u2014 CI runs on Debian 12",
+                         "- [user-prefers-tabs](user-prefers-tabs.md) \u2014 Prefers tabs"]
+    for line in index[6:]:
         target = line.split("](", 1)[1].split(")", 1)[0]
-        text = (out / target).read_text(encoding="utf-8")
+        text = (fresh / target).read_text(encoding="utf-8")
         assert text.startswith("---\nname: ") and "\nmetadata:\n  type: " in text
+    # and what it wrote comes back the same through another store
     third = tmp_path / "store3"
     ok("init", str(third))
-    ok("import", "--adapter", "claude-code-memory-md", str(out), "--yes", store=third)
+    ok("import", "--adapter", "claude-code-memory-md", str(fresh), "--yes", store=third)
     out2 = tmp_path / "export2"
     ok("export", "--adapter", "claude-code-memory-md", "--out", str(out2), store=third)
-    first = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
-    second = {p.name: p.read_text(encoding="utf-8") for p in out2.iterdir()}
-    def strip(text: str) -> str:
-        return "\n".join(x for x in text.split("\n") if not x.startswith("modified: "))
-
-    assert {k: strip(v) for k, v in first.items()} == {k: strip(v) for k, v in second.items()}
+    assert {p.name: p.read_bytes() for p in out2.iterdir()} == \
+        {p.name: p.read_bytes() for p in fresh.iterdir()}
 
 
 def test_claude_md_of_a_project(store: Path, tmp_path: Path) -> None:
@@ -248,9 +258,12 @@ def test_mem0_import_and_export(store: Path, tmp_path: Path) -> None:
     before = head(store)
     doc = json.loads(ok("export", "--adapter", "mem0", store=store))
     assert len(doc["results"]) == 5
-    for item in doc["results"]:
+    # the items mem0 exported come back as they were, key for key (their hashes too)
+    given = json.loads((FIX / "mem0" / "results.json").read_text(encoding="utf-8"))
+    assert doc["results"][:3] == given["results"]
+    for item in doc["results"][3:]:  # facts: the fields a results item has are filled in
         assert item["hash"] == hashlib.md5(item["memory"].encode()).hexdigest()
-        assert set(item) >= {"id", "memory", "hash", "metadata", "created_at", "updated_at"}
+        assert set(item) >= {"id", "memory", "hash", "created_at", "updated_at"}
     assert head(store) == before
     out = tmp_path / "mem0.json"
     ok("export", "--adapter", "mem0", "--out", str(out), store=store)
@@ -302,8 +315,12 @@ def test_one_approval_and_budget_checked_before_asking(store: Path, tmp_path: Pa
     ok("approve", pending[0]["id"], store=store)
     assert len(entries(store)) == 51
     assert commits(store) == n + 2  # the pending row, then the one import commit
-    # a second copy does not fit the budgets: refused before anyone is asked
-    err = fails(1, "import", "--adapter", "hermes-memory-md", str(home), store=store)
+    # a second copy does not fit the budgets: refused before anyone is asked (without
+    # --keep-duplicates the second import is nothing to do: every entry is in memory)
+    assert "Nothing to import" in ok("import", "--adapter", "hermes-memory-md", str(home),
+                                     store=store)
+    err = fails(1, "import", "--adapter", "hermes-memory-md", str(home), "--keep-duplicates",
+                store=store)
     assert "BUDGET_EXCEEDED" in err and "/user-global at " in err
     assert json.loads(ok("pending", "--json", store=store)) == []
     assert len(entries(store)) == 51

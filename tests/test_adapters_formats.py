@@ -38,6 +38,11 @@ def export(aid: str, entries: list[dict[str, Any]]) -> Any:
     return default_registry().export(aid, entries)
 
 
+def bare(entry: dict[str, Any]) -> dict[str, Any]:
+    """An adapted entry without the adapter's round-trip metadata."""
+    return {k: v for k, v in entry.items() if k != "meta"}
+
+
 def refused(aid: str, payload: Any, *, exporting: bool = False) -> filemem.ProtocolError:
     with pytest.raises(filemem.ProtocolError) as info:
         (export if exporting else adapt)(aid, payload)
@@ -260,7 +265,13 @@ def test_claude_memory_directory() -> None:
     # one memory file on its own, and an explicit workspace
     one = adapt(CLAUDE, {"text": read(CLAUDE_DIR / "user_role.md"), "file": "user_role.md",
                          "path": str(CLAUDE_DIR / "user_role.md")})
-    assert one == [dict(got[1], source=CLAUDE)]
+    assert [bare(e) for e in one] == [dict(bare(got[1]), source=CLAUDE)]
+    # metadata: the file it came from; in the directory also its MEMORY.md line
+    kept = one[0]["meta"]["x-claude-code-memory-md"]
+    assert (kept["key"], kept["data"]["file"]) == ("user_role.md", "user_role.md")
+    assert "line" not in kept["data"]
+    assert got[1]["meta"]["x-claude-code-memory-md"]["data"]["line"] == \
+        "- [User role](user_role.md) \u2014 staff engineer on payments, reads Chinese and English"
     mine = adapt(CLAUDE, {**directory(CLAUDE_DIR), "workspaceKey": "/srv/api"})
     assert {e["workspaceKey"] for e in mine} == {"/srv/api"}
     outside = adapt(CLAUDE, {"files": directory(CLAUDE_DIR)["files"]})
@@ -370,7 +381,7 @@ def test_claude_errors_say_where() -> None:
 
 
 def test_mem0_shapes() -> None:
-    results = adapt(MEM0, json.loads(read(FIX / "mem0" / "results.json")))
+    results = [bare(e) for e in adapt(MEM0, json.loads(read(FIX / "mem0" / "results.json")))]
     assert results == [
         {"track": "user", "scope": "user-global", "source": MEM0,
          "text": "Prefers integration tests against a real Postgres",
@@ -381,8 +392,8 @@ def test_mem0_shapes() -> None:
          "text": "Project deadlines:\n- API freeze 2026-12-01\n- launch 2026-12-15 🚀",
          "tags": ["user:alex"]},
     ]
-    bare = adapt(MEM0, json.loads(read(FIX / "mem0" / "list.json")))
-    assert [(e["text"], e["tags"]) for e in bare] == [
+    listed = adapt(MEM0, json.loads(read(FIX / "mem0" / "list.json")))
+    assert [(e["text"], e["tags"]) for e in listed] == [
         ("Name is Alex", ["user:alex"]), ("Is allergic to peanuts 🥜", ["health", "food",
                                                                         "user:alex"])]
     pages = adapt(MEM0, json.loads(read(FIX / "mem0" / "paginated.json")))
@@ -445,7 +456,7 @@ def test_mem0_export() -> None:
                                   "workspaceKey": "/code/api", "agentKey": "coder"}},
          "agent_id": "coder"},
     ]}
-    back = adapt(MEM0, out)
+    back = [bare(e) for e in adapt(MEM0, out)]
     assert back == [
         {"track": "user", "scope": "user-global", "text": "Prefers tabs", "source": "cli",
          "tags": ["style", "user:alex"], "workspaceKey": "", "agentKey": ""},

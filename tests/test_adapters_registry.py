@@ -185,8 +185,8 @@ def test_shipped_adapters() -> None:
     assert by_id["hermes-memory-md"]["importFormats"] == ["hermes-memory-md"]
     assert by_id["claude-code-memory-md"]["exportFormat"] == "claude-code-memory-dir"
     assert by_id["mem0"]["exportFormat"] == "mem0-results"
-    for row in rows[:3]:
-        assert row["version"] == "1.0.0"
+    for row in rows[:3]:  # 1.1.0: round-trip metadata (claude-code-memory-md, mem0)
+        assert row["version"] == ("1.0.0" if row["id"] == "hermes-memory-md" else "1.1.0")
         assert "Cannot carry" in row["description"] or "cannot carry" in row["description"]
     registry = adapters.default_registry()
     assert registry.origin("mem0") == "filemem"

@@ -204,7 +204,7 @@ def test_seed_uses_the_global_policy(make_provider: MakeProvider) -> None:
     assert seed_row["outcome"] == "allowed-once (via approval, writePolicy auto)"
     q = make_provider(write_policy="off", write_policies={
         "user/user-global": "auto", "agent/workspace": "auto", "source:claude": "auto",
-        "source:dsh-memento": "auto"})
+        "source:filemem": "auto"})
     err = expect("WRITE_DENIED", lambda: q.seed(batch, ctx()))
     assert err.details == {"outcome": "rejected"}
     assert last_row(q)["outcome"] == "rejected (via approval, writePolicy off)"
@@ -220,7 +220,7 @@ def test_remove_uses_the_target_source(filled: filemem.Provider,
         "allowed-once (via approval, writePolicy auto for source:claude)"
     err = expect("WRITE_DENIED", lambda: p.remove({**UG, "match": "tea"}, ctx()))
     assert err.details == {"outcome": "rejected"}
-    assert last_row(p)["source"] == "dsh-memento"
+    assert last_row(p)["source"] == "filemem"
     assert sorted(texts(p)) == ["likes tea", "part one", "part two"]
 
 
@@ -290,8 +290,8 @@ def test_add_request(asking: tuple[filemem.Provider, Recorder]) -> None:
     p.add({**UW, "text": "第二行\n第三行"}, w)
     (req,) = gate.calls
     assert req.payload == {"action": "add", "track": "user", "scope": "workspace",
-                           "text": "第二行\n第三行", "source": "dsh-memento"}
-    assert req.reason == "[dsh-memento] add user/workspace [source:dsh-memento]\n第二行\n第三行"
+                           "text": "第二行\n第三行", "source": "filemem"}
+    assert req.reason == "[dsh-memento] add user/workspace [source:filemem]\n第二行\n第三行"
     assert parse_reason(req.reason) == req.payload
     assert req.write["agent"] == w["agent"]
     assert (req.policy, req.policy_key) == ("ask", None)
@@ -355,7 +355,7 @@ def test_consolidate_request_shows_the_plan(make_provider: MakeProvider,
     assert req.payload == {"action": "consolidate", "track": "agent", "scope": "workspace",
                            "text": "remove: 碎片一\n碎片一\nremove: 碎片二\n碎片二\n"
                                    "new text: 合并后的偏好",
-                           "source": "dsh-memento"}
+                           "source": "filemem"}
 
 
 def test_consolidate_plan_cuts_long_targets_at_300(make_provider: MakeProvider,
@@ -419,12 +419,12 @@ def do_write(p: filemem.Provider, action: str, w: dict[str, Any]) -> Any:
 
 DENIED_ROWS = {
     "add": ("user", "user-global", "new one", "claude"),
-    "replace": ("user", "user-global", "from:\nlikes tea\n\nto:\nlikes coffee", "dsh-memento"),
+    "replace": ("user", "user-global", "from:\nlikes tea\n\nto:\nlikes coffee", "filemem"),
     "remove": ("user", "user-global", "from claude", "claude"),
     "consolidate": ("agent", "workspace",
                     "remove: one\npart one\nremove: two\npart two\nnew text: whole",
-                    "dsh-memento"),
-    "seed": ("batch", "batch", "user/user-global: s1\nagent/workspace: s2", "dsh-memento"),
+                    "filemem"),
+    "seed": ("batch", "batch", "user/user-global: s1\nagent/workspace: s2", "filemem"),
 }
 
 

@@ -128,7 +128,7 @@ def test_consolidate_rows(provider: filemem.Provider) -> None:
         {"action": "consolidate-add", "entryId": out["entry"]["id"], "text": "merged",
          "source": "memory-tool", **common},
         {"action": "consolidate-remove", "entryId": b["id"], "text": "frag two",
-         "source": "dsh-memento", **common},
+         "source": "filemem", **common},
         {"action": "consolidate-remove", "entryId": a["id"], "text": "frag one",
          "source": "claude", **common},
     ]
@@ -142,12 +142,12 @@ def test_seed_rows(provider: filemem.Provider) -> None:
     first, second = out["entries"]
     assert [fields(r) for r in rows] == [
         {"action": "add", "track": "agent", "scope": "workspace", "entryId": second["id"],
-         "text": "b", "outcome": AUTO, "source": "dsh-memento", "sessionId": "sess-s"},
+         "text": "b", "outcome": AUTO, "source": "filemem", "sessionId": "sess-s"},
         {"action": "add", "track": "user", "scope": "user-global", "entryId": first["id"],
          "text": "a", "outcome": AUTO, "source": "claude", "sessionId": "sess-s"},
         {"action": "seed", "track": None, "scope": None, "entryId": None,
          "text": "user/user-global: a\nagent/workspace: b", "outcome": AUTO,
-         "source": "dsh-memento", "sessionId": "sess-s"},
+         "source": "filemem", "sessionId": "sess-s"},
     ]
 
 
@@ -162,7 +162,7 @@ def test_import_rows_are_seed_and_add(make_provider: MakeProvider) -> None:
     rows = rows_of(p)
     assert len(rows) == before + 2
     assert [(r["action"], r["source"], r["text"]) for r in rows[:2]] == [
-        ("add", "claude", "exported"), ("seed", "dsh-memento", "user/user-global: exported")]
+        ("add", "claude", "exported"), ("seed", "filemem", "user/user-global: exported")]
     assert not any(r["action"] in ("import", "consolidate") for r in rows)
 
 
@@ -176,7 +176,7 @@ def test_denied_and_failed_rows_are_commits(make_provider: MakeProvider,
     assert fields(rows_of(p)[0]) == {
         "action": "add-denied", "track": "user", "scope": "user-global", "entryId": None,
         "text": "refused", "outcome": "rejected (via approval, writePolicy off)",
-        "source": "dsh-memento", "sessionId": "sess-d"}
+        "source": "filemem", "sessionId": "sess-d"}
     assert p.list_entries() == []
 
 
@@ -312,7 +312,7 @@ def test_odd_field_values_survive_the_trailers(make_provider: MakeProvider,
                "source": value or None}, ctx(session_id=value))
     rows = rows_of(p)
     assert [r["sessionId"] for r in rows[:len(odd)]] == odd[::-1]
-    assert [r["source"] for r in rows[:len(odd)]] == [v or "dsh-memento" for v in odd[::-1]]
+    assert [r["source"] for r in rows[:len(odd)]] == [v or "filemem" for v in odd[::-1]]
     assert [r["action"] for r in rows] == ["add"] * len(odd) + ["init"]
     p.close()
     again = filemem.open_store(store_path)

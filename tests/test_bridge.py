@@ -361,6 +361,14 @@ def test_every_method_once_with_protocol_shapes(bridge: Callable[..., BridgeProc
     snap = b.result("snapshot", {"session": SESSION})
     assert isinstance(snap, str) and "prefers spaces" in snap
     assert b.result("snapshot", {"session": SESSION}) == snap  # frozen per session
+    # the host names the tools its model changes memory with; else the protocol's operations
+    assert snap.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in snap
+    assert "use the memory tools (add, replace, remove, consolidate).]" in snap.splitlines()[0]
+    hosted = b.result("snapshot", {"session": {**SESSION, "id": "hosted"},
+                                   "tools": ["remember", "forget"]})
+    assert hosted.splitlines()[0].endswith("use the remember or forget tool.]")
+    bad = b.error("snapshot", {"session": {**SESSION, "id": "bad"}, "tools": ["a b"]})
+    assert bad["data"]["code"] == "INVALID_INPUT"
     assert b.finish() == 0
     assert_clean_repo(store_path)
 
@@ -412,7 +420,9 @@ def test_protocol_errors_carry_code_and_details(bridge: Callable[..., BridgeProc
     assert message.startswith("memory budget exceeded: user/workspace at 20/20 chars")
 
     code, details, _ = protocol_error("remove", {"input": {**UW, "match": "coffee"}, "write": W})
-    assert (code, details) == ("ENTRY_NOT_FOUND", {**UW, "match": "coffee"})
+    assert (code, details) == ("ENTRY_NOT_FOUND", {**UW, "match": "coffee",
+                                                   "workspaceKey": "/work/proj",
+                                                   "agentKey": "coder", "elsewhere": []})
 
     code, details, message = protocol_error(
         "replace", {"input": {**UW, "match": "TEA", "text": "tea"}, "write": W})
@@ -438,7 +448,7 @@ def test_approval_allowed_once_writes(bridge: Callable[..., BridgeProc],
     ask = b.approval()
     assert isinstance(ask["id"], str) and ask["id"] != rid
     assert ask["params"] == {"payload": {"action": "add", **UW, "text": "prefers tabs",
-                                         "source": "dsh-memento"}, "write": W}
+                                         "source": "filemem"}, "write": W}
     b.reply(ask, "allowed-once")
     entry = b.answer(rid)["result"]["entry"]
     assert [x["id"] for x in b.result("listEntries")] == [entry["id"]]
@@ -575,7 +585,7 @@ def test_approval_payloads_show_everything_that_would_be_written(
         "action": "add", **UW, "text": "green tea", "source": "claude"}
     assert asked("replace", {"input": {**UW, "match": "green", "text": "black tea"}}) == {
         "action": "replace", **UW, "text": "from:\ngreen tea\n\nto:\nblack tea",
-        "source": "dsh-memento"}
+        "source": "filemem"}
     assert asked("seed", {"inputs": [entry_input("first", AW, source="mem0"),
                                      entry_input("second", UG)]}) == {
         "action": "seed", "track": "batch", "scope": "batch",
@@ -586,7 +596,7 @@ def test_approval_payloads_show_everything_that_would_be_written(
                                            "text": "merged"}}) == {
         "action": "consolidate", **AW,
         "text": f"remove: first\nfirst\nremove: xxx\n{'x' * 300}\u2026\nnew text: merged",
-        "source": "dsh-memento"}
+        "source": "filemem"}
     assert asked("remove", {"input": {**UW, "match": "black"}}) == {
         "action": "remove", **UW, "text": "black tea", "source": "claude"}  # the entry's own
     env = b.result("export")
@@ -668,7 +678,7 @@ def test_a_folder_that_is_not_a_store_is_refused_in_one_line(tmp_path: Path) -> 
         [sys.executable, "-m", "filemem", "bridge", "--store", str(tmp_path)], input=b"",
         capture_output=True, cwd=ROOT, timeout=TIMEOUT)
     assert out.stdout == b""
-    assert b"no filemem store" in out.stderr and b"Traceback" not in out.stderr
+    assert b"not a filemem store" in out.stderr and b"Traceback" not in out.stderr
     assert out.returncode == 4
 
 

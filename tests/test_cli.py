@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import filemem
+from filemem.rules import snapshot as snapshot_rules
 from tests.conftest import assert_clean_repo, git, run_at_terminal, run_cli
 
 ENTRY_FIELDS = {"id", "track", "scope", "workspaceKey", "agentKey", "text", "source", "tags",
@@ -235,6 +237,14 @@ def test_snapshot_text_is_the_audited_text(store: Path) -> None:
     row = as_json("audit", "--limit", "1", store=store)[0]
     assert row["action"] == "snapshot" and row["sessionId"] == "S1"
     assert out == row["text"] + ("" if row["text"].endswith("\n") else "\n")
+    # what a `filemem mcp` session gets: filemem's header naming the MCP server's tools
+    assert out.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in out
+    assert out.splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
+    hooked = ok("snapshot", "--workspace", "/w/p", "--tools", "remember, forget", store=store)
+    assert hooked.splitlines()[0].endswith("use the remember or forget tool.]")
+    bad = run_cli("snapshot", "--tools", "two words", store=store)
+    assert bad.returncode == 1 and "INVALID_INPUT" in bad.stderr and "snapshot tools" in bad.stderr
 
     shown = as_json("snapshot", "--workspace", "/w/p", "--session", "S2", store=store)
     assert shown["sessionId"] == "S2"
@@ -243,11 +253,19 @@ def test_snapshot_text_is_the_audited_text(store: Path) -> None:
     assert shown["text"] == row["text"]
     # without --agent the session sees the shared layer only
     assert "Prefers tea" in shown["text"] and "note" not in shown["text"]
-    # an empty snapshot says so on stderr and prints nothing
+    # an empty snapshot says in words that there are no memories yet, and that is what the
+    # audit row records; the protocol's own face stays '' (the bridge, the Python API)
     empty = store.parent / "empty"
     ok("init", str(empty))
-    nothing = run_cli("snapshot", store=empty)
-    assert nothing.returncode == 0 and nothing.stdout == "" and "empty" in nothing.stderr
+    nothing = run_cli("snapshot", "--session", "S3", store=empty)
+    assert nothing.returncode == 0 and nothing.stderr == ""
+    assert nothing.stdout == snapshot_rules.EMPTY["en"] + "\n"
+    assert "no memories yet" in nothing.stdout
+    row = as_json("audit", "--limit", "1", store=empty)[0]
+    assert row["action"] == "snapshot" and row["text"] == snapshot_rules.EMPTY["en"]
+    assert "\u8fd8\u6ca1\u6709\u8bb0\u5fc6" in ok("snapshot", "--language", "zh", store=empty)
+    with filemem.open_store(empty) as p:
+        assert p.snapshot({"id": "api", "header": {"cwd": "/w/p"}}) == ""
 
 
 # ---------------------------------------------------------------- exit codes and errors

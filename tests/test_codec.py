@@ -12,7 +12,7 @@ import pytest
 
 from filemem.files import codec
 from filemem.files.codec import FIELDS, CodecError, decode, encode
-from filemem.model import Entry
+from filemem.model import Entry, validate_meta
 
 UUID = "0f7c1b1e-4a5b-4c3d-9e8f-001122334455"
 T0 = 1700000000123
@@ -99,7 +99,8 @@ TEXTS = [
 def test_body_round_trips_byte_exact(text: str) -> None:
     entry = make_entry(text=text)
     data = encode(entry)
-    assert data.endswith(b"\n---\n" + text.encode("utf-8"))
+    # the text, then the file's own final newline (schemas/entry-file.md)
+    assert data.endswith(b"\n---\n" + text.encode("utf-8") + b"\n")
     decoded = decode(data)
     assert decoded.entry == entry
     assert decoded.entry.text == text
@@ -163,7 +164,8 @@ def test_canonical_shape() -> None:
         "updatedAt: 2023-11-14T22:13:20.123Z",
         "sessionId: s1",
     ]
-    assert data == ("---\n" + "\n".join(lines) + "\n---\nPrefers replies in Chinese\n").encode()
+    # the text ends in a newline of its own; the last one is the file's
+    assert data == ("---\n" + "\n".join(lines) + "\n---\nPrefers replies in Chinese\n\n").encode()
 
 
 def test_canonical_is_stable() -> None:
@@ -204,7 +206,7 @@ def test_hand_made_front_matter_parses() -> None:
     decoded = decode(hand_made())
     assert not decoded.canonical
     assert decoded.extras == ("name", "description", "metadata", "notes")
-    assert decoded.entry == make_entry(text="Prefers Chinese.\n", source="claude",
+    assert decoded.entry == make_entry(text="Prefers Chinese.", source="claude",
                                        session_id=None)
 
 
@@ -225,7 +227,7 @@ def test_replace_of_hand_made_file_keeps_extra_keys_and_comments() -> None:
                  "# the tags, one per line\n",
                  "notes: |\n  track: agent\n  (this is text, not a key)\n"):
         assert kept in text
-    assert out.endswith(b"\n---\nPrefers replies in Chinese.\n")
+    assert out.endswith(b"\n---\nPrefers replies in Chinese.\n\n")
     # only protocol lines changed; every line of the person's own survives in order
     own = [line for line in HAND_MADE.splitlines()
            if line.split(":", 1)[0] not in FIELDS and not line.startswith("  - ")]
@@ -274,11 +276,12 @@ def test_bom_and_crlf_front_matter() -> None:
     head = HAND_MADE.replace("\n", "\r\n")
     data = b"\xef\xbb\xbf---\r\n" + head.encode() + b"---\r\nbody\r\n"
     decoded = decode(data)
-    assert decoded.entry.text == "body\r\n"
+    # CRLF throughout (a Windows editor's file) reads as LF: the last line end is the file's
+    assert decoded.entry.text == "body"
     assert decoded.entry.source == "claude"
     out = encode(decoded.entry.revised(version=2), previous=data)
     assert decode(out).entry == decoded.entry.revised(version=2)
-    assert b"name: prefers-chinese" in out
+    assert b"name: prefers-chinese\n" in out and b"\r" not in out
 
 
 def test_offset_timestamps_are_read_as_utc() -> None:
@@ -424,3 +427,84 @@ def test_guards_never_leak_other_exception_types() -> None:
     for cut in range(0, len(data), 7):
         with contextlib.suppress(CodecError):
             decode(data[:cut])
+
+
+# ---------------------------------------------------------------- x-<name> metadata
+
+
+META = validate_meta({
+    "x-mem0": {"key": "f38b689d", "textSha256": "ab" * 32,
+               "data": {"item": {"id": "f38b689d", "memory": None, "score": 0.25,
+                                 "nested": [{"a": [1, True, None]}]}}},
+    "x-claude-code-memory-md": {"data": {"prefix": "---\nname: x\n---\n", "odd":
+                                         "\u2028\u0085\ufeff\x7f \"q\" \\ # : {}"}},
+})
+
+
+def test_metadata_is_one_sorted_json_line_per_key_after_the_fields() -> None:
+    data = encode(make_entry(meta=META))
+    lines = head_of(data)
+    assert lines[:len(FIELDS)] == head_of(encode(make_entry()))
+    assert [line.split(":", 1)[0] for line in lines[len(FIELDS):]] == \
+        ["x-claude-code-memory-md", "x-mem0"]
+    # the characters some tools break lines at are escaped; the line is still the JSON
+    assert "\\u2028\\u0085\\ufeff\\u007f" in lines[len(FIELDS)]
+    got = decode(data)
+    assert got.canonical and got.entry == make_entry(meta=META)
+    assert got.entry.metadata()["x-mem0"]["data"]["item"]["nested"] == [{"a": [1, True, None]}]
+    # any YAML reader reads the same values
+    from ruamel.yaml import YAML
+
+    loaded = YAML(typ="safe", pure=True).load(data.split(b"\n---\n", 1)[0][4:].decode())
+    assert {k: loaded[k] for k in ("x-mem0", "x-claude-code-memory-md")} == \
+        got.entry.metadata()
+
+
+def test_metadata_survives_a_replace_and_hand_written_forms_are_read() -> None:
+    data = encode(make_entry(meta=META))
+    replaced = make_entry(meta=META, text="new text", version=2)
+    assert decode(encode(replaced, data)).entry == replaced
+    # a person's block YAML with a comment: read through ruamel, kept on replace as written
+    hand = HAND_MADE + "x-mem0:  # what mem0 had\n  key: k1\n  data: {item: {id: k1}}\n" \
+        "x-broken: [not, an, object]\nx-date: 2026-01-01\n"
+    got = decode(f"---\n{hand}---\nbody".encode())
+    assert not got.canonical
+    assert got.entry.metadata() == {"x-mem0": {"key": "k1", "data": {"item": {"id": "k1"}}}}
+    assert {"x-broken", "x-date", "x-mem0"} <= set(got.extras)  # kept as the file's own keys
+    again = encode(got.entry.revised(text="other", version=2), f"---\n{hand}---\nbody".encode())
+    assert "x-mem0:  # what mem0 had\n  key: k1\n" in again.decode()
+    assert decode(again).entry.meta == got.entry.meta
+
+
+@pytest.mark.parametrize(("line", "meta"), [
+    ('x-a: {"k": 1, "k": 2}', None),  # a duplicate key: refused by the YAML guard
+    ('x-b: {"k": NaN}', (("x-b", '{"k": "NaN"}'),)),  # not JSON: YAML reads a string
+    ('x-B: {"k": 1}', ()),  # not an x-<name> key: the file's own
+    ('x-c: {"k": 1}\nx-c2: {"k": 2}\nx-a: {"k": 0}', (("x-a", '{"k": 0}'), ("x-c", '{"k": 1}'),
+                                                   ("x-c2", '{"k": 2}'))),  # unsorted
+])
+def test_metadata_lines_not_written_by_filemem_go_through_the_guarded_reader(
+        line: str, meta: Any) -> None:
+    data = encode(make_entry()).replace(b"sessionId: s1\n", f"sessionId: s1\n{line}\n".encode())
+    if meta is None:
+        with pytest.raises(CodecError, match="duplicate"):
+            decode(data)
+        return
+    got = decode(data)
+    assert not got.canonical and got.entry.meta == meta
+
+
+def test_metadata_rules() -> None:
+    from filemem.errors import ProtocolError
+
+    for bad, needle in [({"x-": {}}, "must be x-<name>"), ({"y-a": {}}, "must be x-<name>"),
+                        ({"x-a": []}, "must be an object"),
+                        ({"x-a": {"n": float("nan")}}, "is not JSON"),
+                        ({"x-a": {"s": {1, 2}}}, "is not JSON"),
+                        ({"x-a": {"d": "\ud800"}}, "not valid Unicode"),
+                        ({"x-a": {"d": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}}, "nested more"),
+                        ({"x-a": {"d": "x" * 40_000}}, "more than 32,768"), ([], "an object")]:
+        with pytest.raises(ProtocolError) as info:
+            validate_meta(bad)
+        assert info.value.code == "INVALID_INPUT" and needle in info.value.message, bad
+    assert validate_meta(None) == () and validate_meta({}) == ()

@@ -93,7 +93,7 @@ def test_a1_add_returns_a_full_v1_entry(conf: filemem.Provider) -> None:
     assert e["version"] == 1
     assert e["lastRecalled"] is None and e["recallCount"] == 0
     assert e["sessionId"] == SESSION
-    assert e["source"] == "dsh-memento"
+    assert e["source"] == "filemem"
     assert conf.list_entries() == [e]
 
 

@@ -351,7 +351,7 @@ def test_an_empty_source_imports_as_the_default_label(make_provider: MakeProvide
     p = make_provider()
     doc = _base()
     doc["entries"][0]["source"] = ""
-    assert p.import_envelope(doc, ctx())["entries"][0]["source"] == "dsh-memento"
+    assert p.import_envelope(doc, ctx())["entries"][0]["source"] == "filemem"
 
 
 def test_an_invalid_entry_anywhere_rejects_the_batch(make_provider: MakeProvider) -> None:

@@ -161,7 +161,7 @@ def test_status_lists_edited_added_deleted_and_store_files(p: filemem.Provider,
     assert got[cake_path]["id"] == cake["id"] and "entry" not in got[cake_path]
     # added from scratch: gets an id and front-matter, and a file named after the id
     added = got[new_path]
-    assert added["entry"]["text"] == "I write in vim\n"
+    assert added["entry"]["text"] == "I write in vim"  # the final newline is the file's
     assert added["entry"]["source"] == "hand-edit" and added["entry"]["version"] == 1
     assert added["moveTo"] == f"{SHARED_UG}/{added['entry']['id']}.md"
     # store files: no entry, no id
@@ -306,7 +306,7 @@ REASONS: dict[str, tuple[Setup, str]] = {
     "unknown scope": (_edit_front_matter("scope: user-global", "scope: planet"),
                       "scope must be one of"),
     "tag too long": (_edit_front_matter("tags: []", f"tags: [{'t' * 33}]"), "exceeds 32 chars"),
-    "source not a string": (_edit_front_matter("source: dsh-memento", "source: 12"),
+    "source not a string": (_edit_front_matter("source: filemem", "source: 12"),
                             "source must be a non-empty string"),
     "duplicate key": (_edit_front_matter("tags: []", "tags: []\nversion: two"), "duplicate"),
     "id changed": (_change_id, "the id was changed"),
@@ -490,7 +490,7 @@ def test_adopt_keeps_keys_and_comments_someone_added(p: filemem.Provider,
         assert line in after.split("\n"), (line, after)
     assert after.endswith("---\nlikes green tea\n")
     assert "version: 2\n" in after and "version: 1\n" not in after
-    assert texts(p) == ["likes green tea\n"]
+    assert texts(p) == ["likes green tea"]  # the final newline is the file's
     assert git(store_path, "show", f"HEAD:{rel(store_path, path)}") == after
     # and a later agent replace keeps them too
     p.replace({**UG, "match": "green", "text": "likes black tea"}, ctx())
@@ -517,7 +517,7 @@ def test_a_file_written_from_scratch_gets_an_id_and_front_matter(p: filemem.Prov
     listed = [e for e in p.list_entries() if e["id"] == entry["id"]]
     assert len(listed) == 1
     got = listed[0]
-    assert got["text"] == text  # byte for byte
+    assert got["text"] == text[:-1]  # byte for byte, but for the file's own final newline
     assert (got["track"], got["scope"], got["workspaceKey"], got["agentKey"]) == \
         ("user", "user-global", "", "")
     assert (got["source"], got["version"], got["tags"], got["sessionId"]) == \
@@ -526,7 +526,7 @@ def test_a_file_written_from_scratch_gets_an_id_and_front_matter(p: filemem.Prov
     data = new.read_bytes()
     assert data.startswith(f"---\nid: \"{entry['id']}\"\n".encode()) or \
         data.startswith(f"---\nid: {entry['id']}\n".encode())
-    assert data.endswith(b"\n---\n" + text.encode("utf-8"))
+    assert data.endswith(b"\n---\n" + text.encode("utf-8"))  # and the file ends as it did
     tracked = git(store_path, "ls-files", SHARED_UG).split()
     assert rel(store_path, new) in tracked and rel(store_path, scratch) not in tracked
     assert trailers(store_path, "Audit-Entry") == [entry["id"]]
@@ -612,8 +612,12 @@ def test_adopting_a_fix_of_a_bad_file_at_head_repairs_the_store(p: filemem.Provi
     assert info.value.code == "STORE_CORRUPT" and str(bad) in info.value.message
     out = fm("list", store=store_path)
     assert out.returncode == 1 and "STORE_CORRUPT" in out.stderr
-    # status still works and shows nothing (the file is as committed)
-    assert status_json(store_path) == []
+    # status still works and lists the file as invalid at HEAD (it is as committed)
+    [listed] = status_json(store_path)
+    assert (listed["path"], listed["kind"], listed["adoptable"]) == \
+        (rel(store_path, bad), "invalid", False)
+    assert listed["invalidAtHead"]["code"] == "STORE_CORRUPT"
+    assert listed["invalidAtHead"]["details"]["subject"] == "my own file"
     bad.write_text(entry_file_text(entry_fields(id=eid, tags=["a"]), "double tag"),
                    encoding="utf-8")
     assert by_path(store_path)[rel(store_path, bad)]["adoptable"] is True
@@ -678,15 +682,17 @@ def test_a_provider_write_never_overwrites_a_hand_edit(p: filemem.Provider,
 
 def test_a_file_saved_by_a_windows_editor_is_adopted(p: filemem.Provider,
                                                      store_path: Path) -> None:
-    """CRLF line ends and a UTF-8 byte-order mark: the text is kept byte for byte."""
+    """CRLF line ends throughout and a UTF-8 byte-order mark: read as the LF text typed."""
     tea = add(p, "likes tea")
     path = file_of(store_path, tea["id"])
     data = path.read_bytes().replace(b"\n", b"\r\n")
-    path.write_bytes(b"\xef\xbb\xbf" + data + b"\r\nand oolong\r\n")
+    path.write_bytes(b"\xef\xbb\xbf" + data.replace(b"likes tea\r\n",
+                                                    b"likes tea\r\nand oolong\r\n"))
     listed = by_path(store_path)[rel(store_path, path)]
     assert listed["adoptable"] is True
     ok("adopt", "--yes", store=store_path)
-    assert texts(p) == ["likes tea\r\nand oolong\r\n"]
+    assert texts(p) == ["likes tea\nand oolong"]
+    assert path.read_bytes().endswith(b"\n---\nlikes tea\nand oolong\n")  # LF, as filemem writes
     assert [e["version"] for e in p.list_entries()] == [2]
     assert json.loads(ok("verify", "--json", store=store_path))["ok"] is True
     assert_clean_repo(store_path)
@@ -922,7 +928,7 @@ def test_discard_asks_first(p: filemem.Provider, store_path: Path) -> None:
                                b"Discard 1 change(s)?")
     assert code == 0, screen
     assert "Discarded 1 change(s)." in screen
-    assert path.read_text(encoding="utf-8").endswith("likes tea")
+    assert path.read_text(encoding="utf-8").endswith("\nlikes tea\n")
     assert_clean_repo(store_path)
 
 
@@ -933,7 +939,7 @@ def test_discard_selected_paths(p: filemem.Provider, store_path: Path) -> None:
                         str(store_path / SHARED_UG / "new.md"), store=store_path))
     assert sorted(c["path"] for c in out) == sorted([paths[0], f"{SHARED_UG}/new.md"])
     assert {c["path"] for c in status_json(store_path)} == set(paths[1:])
-    assert (store_path / paths[0]).read_text(encoding="utf-8").endswith("note 0")
+    assert (store_path / paths[0]).read_text(encoding="utf-8").endswith("\nnote 0\n")
     # a folder, from inside it
     folder = store_path / paths[1].rsplit("/", 1)[0]
     ok("discard", "--yes", ".", store=store_path, cwd=folder)

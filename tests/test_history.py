@@ -348,7 +348,8 @@ def test_an_entry_changed_under_a_copied_audit_message_is_caught(p: filemem.Prov
     forged = person_commits(store_path, copied, rel(store_path, path))
     report = verify_json(store_path, expect_exit=1)
     found = {x["problem"] for x in report["problems"] if x["commit"] == forged}
-    assert f"entry {cake['id']} changed without an audit row claiming it" in found
+    assert any(x.startswith(f"entry {cake['id']} changed without an audit row claiming it")
+               and f"`git revert {forged[:12]}`" in x for x in found), found
     assert any(x.startswith(f"add row for {tea['id']}") for x in found), found
     # replaying the trailers does not give HEAD either
     assert any("replaying history does not give the entries at HEAD" in x["problem"]
@@ -367,9 +368,9 @@ def test_a_denial_that_changes_a_file_is_caught(make_provider: MakeProvider,
     set_text(path, "likes coffee")
     forged = person_commits(store_path, copied, rel(store_path, path))
     report = verify_json(store_path, expect_exit=1)
-    assert {"commit": forged,
-            "problem": f"entry {tea['id']} changed without an audit row claiming it"} in \
-        report["problems"]
+    assert any(x["commit"] == forged and x["problem"].startswith(
+        f"entry {tea['id']} changed without an audit row claiming it (`git show {forged[:12]}`")
+        for x in report["problems"]), report["problems"]
 
 
 def test_a_store_file_changed_under_an_add_row_is_caught(p: filemem.Provider,
@@ -386,7 +387,8 @@ def test_a_store_file_changed_under_an_add_row_is_caught(p: filemem.Provider,
     forged = person_commits(store_path, copied, "filemem.yaml")
     report = verify_json(store_path, expect_exit=1)
     found = [x["problem"] for x in report["problems"] if x["commit"] == forged]
-    assert "filemem.yaml changed without an audit row naming it" in found, found
+    assert any(x.startswith("filemem.yaml changed without an audit row naming it")
+               for x in found), found
 
 
 def _policy_to_auto(store: Path) -> None:
@@ -467,9 +469,32 @@ def test_an_invalid_entry_at_head_is_a_problem(p: filemem.Provider, store_path: 
                     encoding="utf-8")
     bad = person_commits(store_path, "Break it", rel(store_path, path))
     report = verify_json(store_path, expect_exit=1)
-    assert {"commit": bad, "problem": f"{rel(store_path, path)}: track must be one of "
-            "user|agent (got 'robot')"} in report["problems"]
+    # one problem, at the commit that brought the file: the file, why, the way out (not
+    # also "removes an audited entry" or "replaying history does not give HEAD")
+    [problem] = report["problems"]
+    assert problem["commit"] == bad
+    assert problem["problem"].startswith(f"memory store file {path} is corrupt: track must "
+                                         "be one of user|agent (got 'robot'); it came in "
+                                         f'with commit {bad[:10]} "Break it"')
+    assert f"`git -C {store_path} revert {bad[:10]}`" in problem["problem"]
     assert [e["subject"] for e in report["externalCommits"]] == ["Break it"]
+    # mended by a commit of the fix, history verifies again
+    path.write_text(path.read_text(encoding="utf-8").replace("track: robot", "track: user"),
+                    encoding="utf-8")
+    person_commits(store_path, "Mend it", rel(store_path, path))
+    assert verify_json(store_path)["ok"] is True
+
+
+def test_an_entry_removed_by_git_and_brought_back_is_no_problem(p: filemem.Provider,
+                                                                store_path: Path) -> None:
+    tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
+    git(store_path, "rm", "-q", rel(store_path, file_of(store_path, tea["id"])))
+    gone = person_commits(store_path, "Drop it")
+    report = verify_json(store_path, expect_exit=1)
+    assert [pr["commit"] for pr in report["problems"]] == [gone]
+    assert f"`git revert {gone[:12]}` brings them back" in report["problems"][0]["problem"]
+    git(store_path, "revert", "--no-edit", gone)  # as that problem says
+    assert verify_json(store_path)["ok"] is True
 
 
 def test_verify_json_of_a_new_store(store_path: Path) -> None:

@@ -5,6 +5,7 @@ with input-required round trips), with a scripted person answering the approval 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -13,11 +14,12 @@ from typing import Any
 import anyio
 import mcp_types as t
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from pydantic import FileUrl
 
 import filemem
 from filemem.model import workspace_key_of
+from filemem.toolspec import WRITE_TOOL_NAMES
 from tests.conftest import ctx, git
 
 MODES = ["legacy", "2026-07-28"]  # legacy negotiates 2025-11-25
@@ -140,6 +142,9 @@ def test_tools_resources_and_prompts_are_listed(store: Path, mode: str) -> None:
             assert code in (add.description or "")
         assert set(tools["memory_consolidate"].input_schema["required"]) == {"matches", "text"}
         assert set(tools["memory_replace"].input_schema["required"]) == {"match", "text"}
+        # the snapshot's header names these (filemem.toolspec, read without the SDK)
+        assert {n for n in tools if n not in ("memory_query", "memory_budgets")} == \
+            set(WRITE_TOOL_NAMES)
         assert [r.uri for r in resources] == ["filemem://snapshot"]
         assert [p.name for p in prompts] == ["memory_snapshot"]
         assert not any("pending" in n or "approve" in n or "polic" in n for n in tools)
@@ -313,6 +318,83 @@ def test_budget_and_ambiguity_errors_carry_codes(store: Path, other: filemem.Pro
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mode: str
+                                                                ) -> None:
+    """Arguments the input schema refuses answer a structured INVALID_INPUT tool error whose
+    one-line message names the argument and what it takes, not pydantic's text; an
+    unknown tool or prompt is a JSON-RPC invalid-params error."""
+    person = Person()
+
+    async def scenario() -> tuple[list[t.CallToolResult], list[MCPError]]:
+        async with served(store, mode, person=person) as c:
+            results = [
+                await c.call_tool("memory_add", {"text": ["a", "list"]}),
+                await c.call_tool("memory_add", {"text": "x", "track": "people",
+                                                 "scope": "global"}),
+                await c.call_tool("memory_remove", {"scope": "workspace"}),
+                await c.call_tool("memory_replace", {"match": "a", "text": "b",
+                                                     "tags": ["ok", 7]}),
+                await c.call_tool("memory_query", {"limit": "ten"}),
+            ]
+            refused = []
+            for request in (c.call_tool("memory_forget", {}), c.get_prompt("memory_dump")):
+                with pytest.raises(MCPError) as raised:
+                    await request
+                refused.append(raised.value)
+        return results, refused
+
+    (wrong_type, two_enums, missing, item, number), (tool, prompt) = anyio.run(scenario)
+    expected = {
+        "`text` must be a string (got [\"a\", \"list\"])": wrong_type,
+        "`track` must be one of \"user\", \"agent\" (got \"people\"); `scope` must be one of "
+        "\"user-global\", \"workspace\" (got \"global\")": two_enums,
+        "`match` is required (a string)": missing,
+        "item 1 of `tags` must be a string (got 7)": item,
+        "`limit` must be a whole number of at least 1, or left out (got \"ten\")": number,
+    }
+    for says, result in expected.items():
+        error = err(result)
+        assert error["code"] == "INVALID_INPUT", error
+        assert says in error["message"] and "\n" not in error["message"], error["message"]
+        assert "validation error" not in error["message"]
+        assert error["hint"] and error["details"]["arguments"]
+        assert result.content and isinstance(result.content[0], t.TextContent)
+        assert json.loads(result.content[0].text) == result.structured_content
+    assert err(missing)["details"] == {"tool": "memory_remove", "arguments": [
+        {"argument": "match", "expected": "a string", "missing": True}]}
+    assert tool.error.code == prompt.error.code == -32602
+    assert "memory_add" in tool.error.message and "memory_snapshot" in prompt.error.message
+    assert person.messages == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_miss_names_other_layers_the_session_sees_and_nothing_else(
+        store: Path, other: filemem.Provider, mode: str, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir(exist_ok=True)
+    other.add({"track": "agent", "scope": "workspace", "text": "CI runs on Debian 12"},
+              ctx(cwd=str(proj)))
+    other.add({"track": "user", "scope": "workspace", "text": "Debian elsewhere"},
+              ctx(cwd=str(tmp_path / "elsewhere")))
+    other.add({"track": "user", "scope": "user-global", "text": "Debian of the reviewer"},
+              ctx(cwd=str(proj), agent="reviewer"))
+
+    async def scenario() -> t.CallToolResult:
+        async with served(store, mode, person=Person(), workspace=proj) as c:
+            return await c.call_tool("memory_remove", {"scope": "workspace", "match": "Debian"})
+
+    e = err(anyio.run(scenario))
+    assert e["code"] == "ENTRY_NOT_FOUND"
+    assert e["details"]["elsewhere"] == [{"track": "agent", "scope": "workspace",
+                                          "workspaceKey": str(proj), "agentKey": "",
+                                          "entries": 1}]
+    assert f'searched the shared layer and agent "coder"\'s of workspace "{proj}"' in e["message"]
+    assert "it is in agent/workspace" in e["message"] and "details.elsewhere" in e["hint"]
+    # another workspace's entry and another agent's are not this session's to know of
+    assert "elsewhere" not in e["message"] and "reviewer" not in json.dumps(e)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_head_moved_by_another_process_is_served(store: Path, other: filemem.Provider,
                                                  mode: str, tmp_path: Path) -> None:
     w = ctx(cwd=str(tmp_path / "proj"))
@@ -402,6 +484,10 @@ def test_snapshot_is_frozen_and_audited_byte_for_byte(store: Path, other: fileme
         return first.text, again.text, content.text
 
     first, again, prompt = anyio.run(scenario)
+    # filemem names itself and the tools this server lists (not the reference's "memory tool")
+    assert first.startswith("[filemem: frozen memory snapshot") and "dsh-memento" not in first
+    assert first.splitlines()[0].endswith(
+        "use the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
     assert "偏好中文回复 🙂\r\nline two" in first and "- tests first" in first
     assert "later fact" not in first
     assert again == first and prompt == first

@@ -56,6 +56,8 @@ def test_every_result_matches_its_output_schema(tmp_path: Path, mode: str) -> No
             await call("memory_replace", {"match": "first", "text": "first!", **UG})
             await call("memory_remove", {"match": "twins", **UG})
             await call("memory_add", {"text": "", **UG})                      # invalid input
+            await call("memory_add", {"text": 5, "track": "nobody"})          # bad arguments
+            await call("memory_query", {"limit": 0})
             await call("memory_query", {"text": "first"})
             await call("memory_budgets", {})
             codes = list(seen.values())

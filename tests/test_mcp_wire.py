@@ -74,8 +74,11 @@ def test_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         staged["structuredContent"]["error"]["message"]
     assert answers[3]["result"]["structuredContent"]["total"] == 0
     assert answers[4]["result"]["structuredContent"]["error"]["code"] == "ENTRY_NOT_FOUND"
-    assert answers[5]["result"]["isError"] or "error" in answers[5]
-    assert answers[9]["result"]["contents"][0]["text"] == ""  # nothing visible yet
+    # an unknown tool is invalid params (-32602), naming the tools there are
+    assert answers[5]["error"]["code"] == -32602
+    assert "memory_add" in answers[5]["error"]["message"]
+    # nothing visible yet: the snapshot says so in words (the protocol's own face is '')
+    assert "no memories yet" in answers[9]["result"]["contents"][0]["text"]
     with filemem.open_store(store) as p:
         assert p.list_entries() == [] and len(p.store.pending.list()) == 1
 
@@ -155,6 +158,32 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert out == b""  # nothing on stdout over HTTP either
     assert f"serving http://127.0.0.1:{port}/mcp".encode() in err
     assert b"Authorization: Bearer " in err
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    """Another program listens on the port: one line saying so and what to do, exit 9 (not
+    3, which means a write was not approved), and the token file of whoever serves that
+    port is left alone."""
+    state = tmp_path / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        token_file = state / "filemem" / f"mcp-http-{port}.token"
+        token_file.parent.mkdir(parents=True)
+        token_file.write_text("the other server's token\n", encoding="ascii")
+        out = subprocess.run([sys.executable, "-m", "filemem.cli", "mcp", "--store",
+                              str(tmp_path / "store"), "--http", str(port)],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "XDG_STATE_HOME": str(state)}, timeout=60)
+    assert out.returncode == 9, out
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in out.stderr
+    assert "another --http PORT, or stop that program" in out.stderr
+    assert "serving" not in out.stderr and "Traceback" not in out.stderr
+    assert token_file.read_text(encoding="ascii") == "the other server's token\n"
+    assert not (tmp_path / "store").exists()  # nothing was opened either
 
 
 @pytest.mark.parametrize(("uri", "path"), [

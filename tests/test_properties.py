@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import filemem
 from filemem import errors
-from filemem.files.codec import decode, encode
+from filemem.files.codec import decode, encode, encodings
 from filemem.jsstr import js_trim, utf16_len
 from filemem.model import Entry
 from tests.conftest import assert_clean_repo, ctx, git
@@ -60,8 +60,20 @@ def test_codec_round_trip(entry: Entry) -> None:
     decoded = decode(data)
     assert decoded.entry == entry
     assert decoded.canonical
-    assert data.split(b"\n---\n", 1)[1] == entry.text.encode("utf-8")
+    assert data.split(b"\n---\n", 1)[1] == entry.text.encode("utf-8") + b"\n"
     assert encode(decoded.entry) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries())
+def test_old_and_editor_forms_of_a_file_read_as_the_same_entry(entry: Entry) -> None:
+    """Without the final newline (filemem before it wrote one; an editor that adds none)
+    where the text does not end in one, and with every line ending turned into CRLF (an
+    editor saving with Windows line endings): the same entry, always."""
+    data = encode(entry)
+    for form in encodings(entry):
+        assert decode(form).entry == entry
+    assert decode(data.replace(b"\n", b"\r\n")).entry == entry
 
 
 @settings(max_examples=100, deadline=None)
@@ -91,7 +103,7 @@ def test_replace_of_a_hand_made_file_keeps_extras(old: Entry, new: Entry) -> Non
     decoded = decode(out)
     assert decoded.entry == new
     assert decoded.extras == ("name", "description", "metadata")
-    assert out.split(b"\n---\n", 1)[1] == new.text.encode("utf-8")
+    assert out.split(b"\n---\n", 1)[1] == new.text.encode("utf-8") + b"\n"
     assert b"# kept by hand\n" in out
 
 

@@ -303,7 +303,7 @@ def test_recalled_row_fields(provider: filemem.Provider) -> None:
     assert {k: row[k] for k in ("track", "scope", "entryId", "text", "outcome", "source",
                                 "sessionId")} == {
         "track": "user", "scope": "user-global", "entryId": None, "text": "hit",
-        "outcome": "ok", "source": "dsh-memento", "sessionId": "sess-1"}
+        "outcome": "ok", "source": "filemem", "sessionId": "sess-1"}
     assert isinstance(row["seq"], int) and isinstance(row["ts"], int)
 
 

@@ -19,13 +19,26 @@ UW = {"track": "user", "scope": "workspace"}
 AG = {"track": "agent", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
 
-HEADER_EN = ("[dsh-memento: frozen memory snapshot \u2014 captured at session start; memory "
+# filemem names itself and the tools that change memory; without tools named, the
+# protocol's write operations (the reference's "[dsh-memento: ... use the memory tool.]"
+# is not filemem's to say)
+HEADER_EN = ("[filemem: frozen memory snapshot \u2014 captured at session start; memory "
              "changes during this session do not update this block. To change memory, use the "
-             "memory tool.]")
-HEADER_ZH = ("[dsh-memento\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014"
+             "memory tools (add, replace, remove, consolidate).]")
+HEADER_ZH = ("[filemem\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014"
              "\u4f1a\u8bdd\u542f\u52a8\u65f6\u6355\u83b7\uff1b\u672c\u4f1a\u8bdd\u5185\u7684"
              "\u8bb0\u5fc6\u53d8\u66f4\u4e0d\u66f4\u65b0\u6b64\u5757\u3002\u8981\u4fee\u6539"
-             "\u8bb0\u5fc6\uff0c\u8bf7\u4f7f\u7528 memory \u5de5\u5177\u3002]")
+             "\u8bb0\u5fc6\uff0c\u8bf7\u4f7f\u7528 memory \u5de5\u5177\uff08add\u3001replace"
+             "\u3001remove\u3001consolidate\uff09\u3002]")
+MCP_TOOLS = ["memory_add", "memory_replace", "memory_remove", "memory_consolidate"]
+HEADER_EN_MCP = ("[filemem: frozen memory snapshot \u2014 captured at session start; memory "
+                 "changes during this session do not update this block. To change memory, use "
+                 "the memory_add, memory_replace, memory_remove or memory_consolidate tool.]")
+HEADER_ZH_MCP = ("[filemem\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014"
+                 "\u4f1a\u8bdd\u542f\u52a8\u65f6\u6355\u83b7\uff1b\u672c\u4f1a\u8bdd\u5185"
+                 "\u7684\u8bb0\u5fc6\u53d8\u66f4\u4e0d\u66f4\u65b0\u6b64\u5757\u3002\u8981"
+                 "\u4fee\u6539\u8bb0\u5fc6\uff0c\u8bf7\u4f7f\u7528 memory_add\u3001memory_replace"
+                 "\u3001memory_remove \u6216 memory_consolidate \u5de5\u5177\u3002]")
 TITLES_EN = {
     "UG": "User profile (global preferences, communication style, landmines)",
     "UW": "User preferences for this workspace",
@@ -105,6 +118,28 @@ def test_empty_groups_are_left_out_and_texts_kept_as_is(provider: filemem.Provid
                     "- line one\nline two\n- not a bullet\n-   spaced  ")
 
 
+def test_the_header_names_the_tools_of_the_surface(provider: filemem.Provider) -> None:
+    provider.add({**UG, "text": "x"}, ctx())
+    assert provider.snapshot(session("m-en"), tools=MCP_TOOLS).startswith(HEADER_EN_MCP + "\n\n")
+    assert provider.snapshot(session("m-zh"), language="zh",
+                             tools=MCP_TOOLS).startswith(HEADER_ZH_MCP + "\n\n")
+    one = provider.snapshot(session("host"), tools=["remember"])
+    assert one.splitlines()[0].endswith("To change memory, use the remember tool.]")
+    two = provider.snapshot(session("host2"), tools=("mem.save", "mem.drop"))
+    assert two.splitlines()[0].endswith("use the mem.save or mem.drop tool.]")
+    assert "dsh-memento" not in one + two
+
+
+@pytest.mark.parametrize("tools", [[], "memory_add", ["memory add"], ["x\n## fake"], [""],
+                                   ["a" * 65], [1], ["t"] * 9])
+def test_bad_tool_names_are_invalid_input(provider: filemem.Provider, tools: Any) -> None:
+    provider.add({**UG, "text": "x"}, ctx())
+    with pytest.raises(filemem.ProtocolError) as exc:
+        provider.snapshot(session("bad"), tools=tools)
+    assert exc.value.code == "INVALID_INPUT" and "snapshot tools" in exc.value.message
+    assert not snapshot_rows(provider)  # nothing rendered, nothing recorded
+
+
 def test_entries_in_creation_order(provider: filemem.Provider) -> None:
     provider.seed([{**UG, "text": f"seeded {i}"} for i in range(6)], ctx())
     provider.add({**UG, "text": "later"}, ctx())
@@ -126,7 +161,7 @@ def test_empty_store_gives_empty_text_and_a_row(provider: filemem.Provider) -> N
     assert {k: r[k] for k in ("track", "scope", "entryId", "text", "outcome", "source",
                               "sessionId")} == {
         "track": None, "scope": None, "entryId": None, "text": "", "outcome": "ok",
-        "source": "dsh-memento", "sessionId": "empty-1"}
+        "source": "filemem", "sessionId": "empty-1"}
 
 
 def test_nothing_visible_is_empty_too(provider: filemem.Provider) -> None:

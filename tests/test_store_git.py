@@ -202,7 +202,7 @@ def test_commit_message_is_subject_text_and_audit_trailers(provider: filemem.Pro
     assert values["Audit-Track"] == "user" and values["Audit-Scope"] == "user-global"
     assert values["Audit-Entry"] == entry["id"]
     assert values["Audit-Session"] == "sess-9"
-    assert values["Audit-Source"] == "dsh-memento"
+    assert values["Audit-Source"] == "filemem"
     assert "writePolicy auto" in values["Audit-Outcome"]
     assert json.loads(values["Audit-Text"]) == text
     # auditList reads the same row back from the commit

@@ -216,7 +216,7 @@ def test_over_budget_after_a_merge_is_reported_and_nothing_is_cut(
     converged(m)
 
 
-def test_config_changes_merge_three_way_or_keep_local(machines: Machines) -> None:
+def test_config_changes_merge_by_key_or_wait_for_the_owner(machines: Machines) -> None:
     m = machines
 
     def edit(path: Path, old: str, new: str) -> None:
@@ -234,15 +234,23 @@ def test_config_changes_merge_three_way_or_keep_local(machines: Machines) -> Non
     assert "userGlobal: 2500" in config and "language: zh" in config
     converged(m)
 
-    edit(m.a_path, "maxEntriesPerQuery: 20", "maxEntriesPerQuery: 50")  # the same line
+    edit(m.a_path, "maxEntriesPerQuery: 20", "maxEntriesPerQuery: 50")  # the same key
     edit(m.b_path, "maxEntriesPerQuery: 20", "maxEntriesPerQuery: 60")
-    results = sync_all(m)
-    (merge,) = [s for s in results[1].steps if s["kind"] == "merge"]
+    fsync.sync(m.a.store)
+    before = head(m.b_path)
+    with pytest.raises(fsync.SyncError) as err:  # never decided silently for one side
+        fsync.sync(m.b.store)
+    assert err.value.code == "CONFIG_CONFLICT"
+    assert "maxEntriesPerQuery: 60 here, 50 on origin" in err.value.message
+    assert head(m.b_path) == before
+    result = fsync.sync(m.b.store, keep_config="local")  # the owner's choice
+    (merge,) = [s for s in result.steps if s["kind"] == "merge"]
     (conflict,) = merge["conflicts"]
-    assert conflict["kind"] == "file" and conflict["kept"] == "local"
-    assert "git show" in conflict["message"]
+    assert conflict["kind"] == "config-key" and conflict["kept"] == "local"
+    assert conflict["key"] == "maxEntriesPerQuery"
+    fsync.sync(m.a.store)
     assert "maxEntriesPerQuery: 60" in (m.a_path / "filemem.yaml").read_text()
-    assert [r["text"] for r in rows(m.a, "sync-conflict")] == ["filemem.yaml"]
+    assert [r["text"] for r in rows(m.a, "sync-conflict")] == ["filemem.yaml: maxEntriesPerQuery"]
     converged(m)
 
 

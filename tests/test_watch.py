@@ -198,7 +198,10 @@ def test_watch_reports_edits_adopts_commits_and_invalid_files(
     assert "track must be one of user|agent" in invalid["problem"]
 
     # a new hand-written file and a deletion
-    (store_path / SHARED_UG / "note.md").write_text("by hand", encoding="utf-8")
+    # written whole, then renamed in: a file seen half-written (created, not yet filled) is
+    # rightly reported as not adoptable, which is not what this step checks
+    (store_path / SHARED_UG / ".note.md.tmp").write_text("by hand", encoding="utf-8")
+    os.replace(store_path / SHARED_UG / ".note.md.tmp", store_path / SHARED_UG / "note.md")
     added = w.events.wait_for(is_event("hand-edit", path=f"{SHARED_UG}/note.md"), "added")
     assert added["kind"] == "added" and added["adoptable"] is True
     assert added["moveTo"].startswith(f"{SHARED_UG}/") and added["entry"]["text"] == "by hand"

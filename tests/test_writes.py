@@ -8,6 +8,7 @@ makes the write fail with an ``<action>-failed`` row and nothing written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ MakeProvider = Callable[..., filemem.Provider]
 UG = {"track": "user", "scope": "user-global"}
 UW = {"track": "user", "scope": "workspace"}
 AW = {"track": "agent", "scope": "workspace"}
+AG = {"track": "agent", "scope": "user-global"}
 AGENT_MSG = ("memory write requires an owning agent session to route approval through; "
              "refuse rather than write unapproved")
 SCOPE_MSG = ("invalid memory scope: track={} scope={} "
@@ -271,12 +273,12 @@ def test_new_entry_keys_from_session_or_explicit_input(provider: filemem.Provide
 
 
 def test_source_default_and_empty_string(provider: filemem.Provider) -> None:
-    assert provider.add({**UG, "text": "a"}, ctx())["entry"]["source"] == "dsh-memento"
+    assert provider.add({**UG, "text": "a"}, ctx())["entry"]["source"] == "filemem"
     assert provider.add({**UG, "text": "b", "source": None}, ctx())["entry"]["source"] \
-        == "dsh-memento"
+        == "filemem"
     # filemem choice 12: '' is treated as missing
     assert provider.add({**UG, "text": "c", "source": ""}, ctx())["entry"]["source"] \
-        == "dsh-memento"
+        == "filemem"
     assert provider.add({**UG, "text": "d", "source": "claude"}, ctx())["entry"]["source"] \
         == "claude"
 
@@ -429,8 +431,71 @@ def test_matching_never_crosses_layers(provider: filemem.Provider) -> None:
 def test_entry_not_found_message_and_details(provider: filemem.Provider) -> None:
     provider.add({**UW, "text": "alpha"}, ctx())
     err = expect("ENTRY_NOT_FOUND", lambda: provider.remove({**UW, "match": 'ze"ta'}, ctx()))
-    assert err.message == 'no entry in user/workspace contains "ze\\"ta"; nothing was changed'
-    assert err.details == {"track": "user", "scope": "workspace", "match": 'ze"ta'}
+    # the reference's message, plus what was searched (the session's workspace "/work/proj")
+    assert err.message == ('no entry in user/workspace contains "ze\\"ta" (searched the shared '
+                           'layer of workspace "/work/proj"); nothing was changed')
+    assert err.details == {"track": "user", "scope": "workspace", "match": 'ze"ta',
+                           "workspaceKey": "/work/proj", "agentKey": "", "elsewhere": []}
+
+
+def test_a_match_in_another_layer_the_writer_sees_is_named(provider: filemem.Provider) -> None:
+    """ENTRY_NOT_FOUND says which layer, workspace and agent layers were searched, and where
+    else (among the layers this session can see) the match is: by layer and count, never
+    by text."""
+    provider.add({**AW, "text": "CI runs on Debian 12"}, ctx(cwd="/w/api"))
+    provider.add({**AG, "text": "Debian mirrors are slow"}, ctx(cwd="/w/api"))
+    provider.add({**AG, "text": "Debian for coder"}, ctx(cwd="/w/api", agent="coder"))
+    provider.add({**AW, "text": "Debian elsewhere"}, ctx(cwd="/w/other"))
+    err = expect("ENTRY_NOT_FOUND", lambda: provider.replace(
+        {**UW, "match": "debian", "text": "x"}, ctx(cwd="/w/api")))
+    assert err.message == (
+        'no entry in user/workspace contains "debian" (searched the shared layer of workspace '
+        '"/w/api"); nothing was changed; it is in agent/user-global (the shared layer: 1 '
+        'entry); agent/workspace (the shared layer of workspace "/w/api": 1 entry)')
+    assert err.details["elsewhere"] == [
+        {"track": "agent", "scope": "user-global", "workspaceKey": None, "agentKey": "",
+         "entries": 1},
+        {"track": "agent", "scope": "workspace", "workspaceKey": "/w/api", "agentKey": "",
+         "entries": 1}]
+    # another workspace's entry and another agent's are invisible to this session: never named
+    assert "other" not in err.message and "coder" not in json.dumps(err.details)
+    assert "Debian" not in err.message  # where, not what
+    # a coder session sees its own layer too
+    err = expect("ENTRY_NOT_FOUND", lambda: provider.remove(
+        {**UG, "match": "debian"}, ctx(cwd="/w/api", agent="coder")))
+    assert '(searched the shared layer and agent "coder"\'s); nothing' in err.message
+    assert [(p["scope"], p["agentKey"], p["entries"]) for p in err.details["elsewhere"]] == [
+        ("user-global", "", 1), ("user-global", "coder", 1), ("workspace", "", 1)]
+    assert "agent \"coder\"'s layer: 1 entry" in err.message
+
+
+def test_the_owner_is_told_of_matches_in_every_workspace_and_agent(
+        make_provider: MakeProvider) -> None:
+    """reveal_matches (the owner's CLI): other workspaces and agents are named too."""
+    agent_side = make_provider()
+    agent_side.add({**AW, "text": "Debian here"}, ctx(cwd="/w/api"))
+    agent_side.add({**AW, "text": "Debian secret of coder"}, ctx(cwd="/w/tmp", agent="coder"))
+    err = expect("ENTRY_NOT_FOUND", lambda: agent_side.remove(
+        {**AW, "match": "Debian"}, ctx(cwd="/w/tmp")))
+    assert err.details["elsewhere"] == []  # a session is never told of what it cannot see
+    owner = make_provider(reveal_matches=True)
+    err = expect("ENTRY_NOT_FOUND", lambda: owner.remove(
+        {**AW, "match": "Debian"}, ctx(cwd="/w/tmp")))
+    assert err.details["elsewhere"] == [
+        {"track": "agent", "scope": "workspace", "workspaceKey": "/w/api", "agentKey": "",
+         "entries": 1},
+        {"track": "agent", "scope": "workspace", "workspaceKey": "/w/tmp", "agentKey": "coder",
+         "entries": 1}]
+    assert ('it is in agent/workspace (the shared layer of workspace "/w/api": 1 entry); '
+            'agent/workspace (agent "coder"\'s layer of workspace "/w/tmp": 1 entry)'
+            in err.message)
+    assert "secret" not in err.message and "secret" not in json.dumps(err.details)
+    # many places: three named, the rest counted
+    for i in range(5):
+        owner.add({**AW, "text": f"Debian {i}"}, ctx(cwd=f"/w/many{i}"))
+    err = expect("ENTRY_NOT_FOUND", lambda: owner.remove(
+        {**UG, "match": "Debian"}, ctx(cwd="/w/tmp")))
+    assert len(err.details["elsewhere"]) == 7 and err.message.endswith("; and 4 more layers")
 
 
 def test_ambiguous_match_message_and_sample(provider: filemem.Provider) -> None:
@@ -441,12 +506,13 @@ def test_ambiguous_match_message_and_sample(provider: filemem.Provider) -> None:
         provider.add({**UG, "text": t}, ctx())
     err = expect("AMBIGUOUS_MATCH", lambda: provider.replace(
         {**UG, "match": "ALPHA", "text": "x"}, ctx()))
-    assert err.message == ('match "ALPHA" is ambiguous in user/user-global: 4 entries contain '
-                           "it; use a longer, unique substring")
+    assert err.message == ('match "ALPHA" is ambiguous in user/user-global (searched the '
+                           "shared layer): 4 entries contain it; use a longer, unique substring")
     assert err.details == {
         "track": "user", "scope": "user-global", "match": "ALPHA", "candidates": 4,
         "sample": ["alpha one", long[:200] + "\u2026", exact,
                    "alpha " + "\U0001f600" * 97 + "\u2026"],
+        "workspaceKey": None, "agentKey": "",
     }
     assert [e["version"] for e in provider.list_entries()] == [1, 1, 1, 1]
 
@@ -488,7 +554,7 @@ def test_consolidate_result_and_new_entry_fields(provider: filemem.Provider,
     assert set(out) == {"removed", "entry", "usage"}
     assert out["removed"] == [b, a]  # match order
     e = out["entry"]
-    assert e["tags"] == [] and e["source"] == "dsh-memento" and e["version"] == 1
+    assert e["tags"] == [] and e["source"] == "filemem" and e["version"] == 1
     assert (e["workspaceKey"], e["agentKey"], e["sessionId"]) == ("/w/a", "coder", "s7")
     assert out["usage"] == {"track": "agent", "scope": "workspace", "used": 6, "limit": 4000}
     assert provider.list_entries() == [e]
@@ -676,7 +742,8 @@ def test_replace_fails_when_the_target_was_rewritten_meanwhile(
     err = expect("ENTRY_NOT_FOUND", lambda: p.replace(
         {**UG, "match": "ab", "text": "new"}, ctx(gate=gate)))
     assert CHANGED in err.message
-    assert err.details == {"track": "user", "scope": "user-global", "match": "ab"}
+    assert err.details == {"track": "user", "scope": "user-global", "match": "ab",
+                           "workspaceKey": None, "agentKey": ""}
     assert [(e["text"], e["version"]) for e in p.list_entries()] == [("xabx", 2)]
     assert_failed_row(p, "replace", "ENTRY_NOT_FOUND", "from:\nab\n\nto:\nnew")
     assert_clean_repo(store_path)

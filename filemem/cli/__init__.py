@@ -5,7 +5,15 @@ Each module holds one group of commands and registers it on :data:`main`.
 
 from __future__ import annotations
 
-from filemem.cli import adapters, entries, owner, serve, sync  # noqa: F401  (registers the commands)
+from filemem.cli import (  # noqa: F401  (registers the commands)
+    adapters,
+    connect,
+    entries,
+    hermes,
+    owner,
+    serve,
+    sync,
+)
 from filemem.cli.app import main
 
 __all__ = ["main"]

@@ -3,7 +3,10 @@
 Adapters are pure converters, so the reading and writing of other tools' files happens
 here: a file becomes ``{"text", "file", "path"}`` (or its parsed JSON), a directory
 ``{"files": {name: text}, "path"}``; an export payload that is a string is written as a
-text file, ``{"files": {...}}`` into a directory, anything else as JSON.
+text file, ``{"files": {...}}`` into a directory, anything else as JSON. A directory export
+into a folder that has some of its files already is made again with what they hold now (an
+adapter's ``export_into``: Claude Code's MEMORY.md keeps the lines of other files), and a
+file whose content would not change is left as it is.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
 from filemem.shown import visible
+from filemem.types import SkippedEntry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 TEXT_SUFFIXES: Final = (".md", ".markdown", ".txt")
@@ -128,6 +132,25 @@ def _text_or_json(text: str, name: str | None, full: str | None, shown: str) -> 
 # ---------------------------------------------------------------- writing payloads
 
 
+def current_files(out: str, names: Any) -> dict[str, str]:
+    """What the regular files ``names`` in the folder ``out`` hold now (those that are there
+    and are UTF-8 text; a link or anything else is left out)."""
+    found: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not _SAFE_FILE.match(name) or name in (".", ".."):
+            continue  # write_payload refuses such a name
+        path = os.path.join(out, name)
+        try:
+            if os.path.islink(path) or not os.path.isfile(path) \
+                    or os.path.getsize(path) > MAX_FILE_BYTES:
+                continue
+            with open(path, "rb") as f:
+                found[name] = f.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
 def is_directory_payload(payload: Any) -> bool:
     return (isinstance(payload, dict) and set(payload) == {"files"}
             and isinstance(payload["files"], dict))
@@ -153,15 +176,20 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         if os.path.exists(out) and not os.path.isdir(out):
             raise errors.invalid_input(f"export: {out} is a file; the {adapter_id} export is a "
                                        "directory: pass --out DIR")
-        existing = sorted(n for n in files if os.path.lexists(os.path.join(out, n)))
-        if existing and not force:
+        current = current_files(out, files)
+        changed = sorted(n for n in files if os.path.lexists(os.path.join(out, n))
+                         and current.get(n) != files[n])
+        if changed and not force:
             raise errors.invalid_input(
-                f"export: {out} already has {', '.join(existing)}; pass --force to overwrite "
+                f"export: {out} already has {', '.join(changed)}; pass --force to overwrite "
                 "them (other files there are left alone); nothing was written")
         make_export_folder(out)
-        for name, text in files.items():
-            write_export(os.path.join(out, name), text.encode("utf-8"))
-        return f"Wrote {len(files)} files to {out}: {', '.join(sorted(files))}"
+        written = sorted(n for n in files if current.get(n) != files[n])
+        for name in written:
+            write_export(os.path.join(out, name), files[name].encode("utf-8"))
+        same = len(files) - len(written)
+        return (f"Wrote {len(written)} files to {out}: {', '.join(written) or 'none'}"
+                + (f"; {same} already up to date" if same else ""))
     if isinstance(payload, str):
         data = payload.encode("utf-8")
     else:
@@ -191,10 +219,11 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
 
 def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent: str | None,
                         session_id: str | None, yes: bool, store_path: str | None,
-                        as_json: bool) -> None:
-    """Convert PATH with the adapter, then seed: one approval, one commit, the budget
-    checked before asking and again after (the Provider's seed does both)."""
-    from filemem.cli.common import open_store, write_ctx
+                        as_json: bool, keep_duplicates: bool = False) -> None:
+    """Convert PATH with the adapter, then import: one approval, one commit, the budget
+    checked before asking and again after (the Provider's seed does both); entries already
+    in memory are skipped unless ``keep_duplicates`` (the owner side's rule)."""
+    from filemem.cli.common import open_owner, write_ctx
     from filemem.model import workspace_key_of
 
     check_id(adapter_id)
@@ -218,12 +247,32 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
             click.echo(f"filemem: note: {adapter_id} placed entries in workspace "
                        f"{visible(key)}, which is not a folder here; if that is wrong, "
                        "import again with --workspace DIR", err=True)
-    with open_store(store_path, yes=yes) as store:
-        result = store.import_entries(entries, write_ctx(workspace, agent, session_id))
+    with open_owner(store_path, validate=True, yes=yes) as owner:
+        result = owner.import_entries(entries, write_ctx(workspace, agent, session_id),
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
     if as_json:
         emit_json(result)
-    else:
-        click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
+        return
+    skipped = result["skipped"]
+    if not result["added"]:
+        click.echo(f"Nothing to import: {skipped_line(skipped)}; nothing was written "
+                   "(--keep-duplicates imports them anyway).")
+        return
+    click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
+    if skipped:
+        click.echo(f"Skipped {skipped_line(skipped)} (--keep-duplicates imports them too).")
+
+
+def skipped_line(skipped: list[SkippedEntry]) -> str:
+    """``3 already in memory, 1 repeated in the import, 1 imported before``."""
+    parts = []
+    for why, said in (("in-memory", "already in memory"), ("repeated", "repeated in the import"),
+                      ("imported-before", "imported before in this version and changed in "
+                       "filemem since")):
+        n = sum(1 for s in skipped if s["why"] == why)
+        if n:
+            parts.append(f"{n} {'entry' if n == 1 else 'entries'} {said}")
+    return ", ".join(parts)
 
 
 def export_with_adapter(adapter_id: str, out: str | None, track: str | None, scope: str | None,
@@ -239,7 +288,13 @@ def export_with_adapter(adapter_id: str, out: str | None, track: str | None, sco
                    if (track is None or e["track"] == track)
                    and (scope is None or e["scope"] == scope)]
         entries = import_order(store, entries)
-    payload = registry.export(adapter_id, entries)
+        metadata = store.entry_metadata()
+    payload = registry.export(adapter_id, entries, metadata)
+    if is_directory_payload(payload) and out is not None and os.path.isdir(out):
+        current = current_files(out, payload["files"])
+        if current:  # a live folder: what its files hold now may change what to write
+            payload = registry.export(adapter_id, entries, metadata,
+                                      {"files": current, "path": os.path.abspath(out)})
     done = write_payload(adapter_id, payload, out, force)
     if done:
         click.echo(f"{done} ({len(entries)} entries)", err=True)

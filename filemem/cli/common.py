@@ -4,13 +4,16 @@ Exit codes (:data:`EXIT_CODES`, the one table): 0 success, 1 an error (its code 
 2 usage error, 3 the write was not approved (WRITE_DENIED), 4 no store at the path (or it
 cannot be created there), 5 the store is busy (another process holds it; try again), 6 the
 disk holding the store is full, 7 the store is read-only (a write or sync to a store this
-process cannot write; reads work).
+process cannot write; reads work), 8 a git merge, rebase, cherry-pick, revert, ``git am`` or
+bisect is unfinished in the store (finish or abort it with git; reads work), 9 `filemem mcp
+--http PORT` cannot listen on PORT (another program holds it, or it needs privileges).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_PROTOCOL, EXIT_DENIED, EXIT_NO_STORE, EXIT_BUSY, EXIT_FULL, EXIT_READ_ONLY = 1, 3, 4, 5, 6, 7
+EXIT_GIT_IN_PROGRESS = 8
+EXIT_PORT = 9  # `filemem mcp --http PORT`: the port cannot be listened on
 EXIT_CODES: dict[str, int] = {  # error code -> exit status; any other error exits 1
     errors.WRITE_DENIED: EXIT_DENIED,
     errors.NO_STORE: EXIT_NO_STORE,
@@ -33,6 +38,7 @@ EXIT_CODES: dict[str, int] = {  # error code -> exit status; any other error exi
     errors.STORE_BUSY: EXIT_BUSY,
     errors.STORE_FULL: EXIT_FULL,
     errors.STORE_READ_ONLY: EXIT_READ_ONLY,
+    errors.GIT_OPERATION_IN_PROGRESS: EXIT_GIT_IN_PROGRESS,
 }
 TRACKS = click.Choice(["user", "agent"])
 SCOPES = click.Choice(["user-global", "workspace"])
@@ -81,7 +87,28 @@ def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
         if exc.details.get("outcome") == "unavailable":
             click.echo("filemem: no terminal to ask for approval: run the command in a "
                        "terminal, or pass --yes to approve it yourself", err=True)
+        for line in retry_hints(exc):
+            click.echo(line, err=True)
     sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
+
+
+def retry_hints(exc: errors.FilememError) -> list[str]:
+    """For a match found in other layers than the one searched (ENTRY_NOT_FOUND's
+    ``details.elsewhere``): the options that point the same command at each of them."""
+    places = exc.details.get("elsewhere") if exc.code == errors.ENTRY_NOT_FOUND else None
+    if not isinstance(places, list):
+        return []
+    lines = []
+    for p in places[:3]:
+        opts = ["--track", p["track"], "--scope", p["scope"]]
+        if p["workspaceKey"] is not None and p["workspaceKey"] != exc.details.get("workspaceKey"):
+            opts += ["--workspace", p["workspaceKey"]]
+        if p["agentKey"] and p["agentKey"] != exc.details.get("agentKey"):
+            opts += ["--agent", p["agentKey"]]
+        shown = " ".join(shlex.quote(visible(o)) for o in opts)
+        lines.append(f"filemem: to change it in {p['track']}/{p['scope']}, run the command "
+                     f"again with {shown}")
+    return lines
 
 
 def one_line(text: str, width: int = 100) -> str:
@@ -91,12 +118,29 @@ def one_line(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
-def entry_line(e: dict[str, Any]) -> str:
-    where = f"{e['track']}/{e['scope']}"
-    if e["agentKey"]:
-        where += f" #{visible(e['agentKey'])}"
-    tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
-    return f"{e['id'][:8]}  {where:<22} {one_line(e['text'])}{tags}"
+def workspace_shown(key: str) -> str:
+    """A workspace key for a person: the home folder as ``~``."""
+    home = os.path.expanduser("~")
+    if home not in ("", "/", "~") and (key == home or key.startswith(home + os.sep)):
+        key = "~" + key[len(home):]
+    return visible(key)
+
+
+def entry_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """One line per entry: id, track/scope, workspace, agent layer, text and tags, in
+    columns (``filemem list`` and ``query``)."""
+    rows = []
+    for e in entries:
+        ws = workspace_shown(e["workspaceKey"] or "(none)") if e["scope"] == "workspace" \
+            else "all workspaces"
+        agent = f"agent {visible(e['agentKey'])}" if e["agentKey"] else "shared"
+        tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
+        rows.append((e["id"][:8], f"{e['track']}/{e['scope']}", ws, agent,
+                     one_line(e["text"]) + tags))
+    wide = min(max((len(r[2]) for r in rows), default=0), 40)
+    agents = min(max((len(r[3]) for r in rows), default=0), 24)
+    return [f"{i}  {layer:<16}  {ws:<{wide}}  {agent:<{agents}}  {text}"
+            for i, layer, ws, agent, text in rows]
 
 
 def usage_line(u: Mapping[str, Any]) -> str:
@@ -167,15 +211,17 @@ def open_store(store_path: str | None, *, yes: bool = False, validate: bool = Tr
         gate = TerminalPrompt()
     else:
         gate = None
-    return filemem.open_store(store_path, gate=gate, validate=validate)
+    # the owner sees every entry, so a match not found is named wherever it is
+    return filemem.open_store(store_path, gate=gate, validate=validate, reveal_matches=True)
 
 
-def open_owner(store_path: str | None, *, validate: bool = False) -> Owner:
+def open_owner(store_path: str | None, *, validate: bool = False, yes: bool = False) -> Owner:
     """The owner's facade over the store; by default opened even with invalid files at
-    HEAD (the owner's commands are how a person repairs them)."""
+    HEAD (the owner's commands are how a person repairs them). ``yes``: as for
+    :func:`open_store`."""
     from filemem.owner import Owner
 
-    return Owner(open_store(store_path, validate=validate))
+    return Owner(open_store(store_path, yes=yes, validate=validate))
 
 
 def write_ctx(workspace: str | None, agent: str | None, session_id: str | None) -> dict[str, Any]:

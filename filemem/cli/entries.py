@@ -16,7 +16,7 @@ from filemem.cli.common import (
     TRACKS,
     command,
     emit_json,
-    entry_line,
+    entry_lines,
     json_option,
     layer_options,
     one_line,
@@ -48,9 +48,9 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
 
     root = resolve_store_path(path or store_path)
     created = False
-    if os.path.isdir(os.path.join(root, ".git")):
-        store = filemem.open_store(root)
-    else:
+    try:
+        store = filemem.open_store(root)  # already a store: nothing changes
+    except errors.StoreNotFound:  # anything else: a new store, if the folder can hold one
         store = filemem.init_store(root)
         created = True
     store.close()
@@ -75,7 +75,7 @@ def path(store_path: str | None) -> None:
 @click.argument("text", nargs=-1, required=True)
 @layer_options
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable; <= 16 tags of <= 32 chars).")
-@click.option("--source", help="Provenance label (default: dsh-memento).")
+@click.option("--source", help="Provenance label (default: filemem).")
 @write_options
 def add(text: tuple[str, ...], track: str, scope: str, tags: tuple[str, ...], source: str | None,
         workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
@@ -189,8 +189,8 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
     if not result["entries"]:
         click.echo("No entry matched.")
         return
-    for e in result["entries"]:
-        click.echo(entry_line(e))
+    for line in entry_lines(result["entries"]):
+        click.echo(line)
     if result["truncated"]:
         click.echo(f"({len(result['entries'])} of {result['total']}; use --limit for more)")
 
@@ -212,8 +212,8 @@ def list_(track: str | None, scope: str | None, store_path: str | None, as_json:
         return
     if not entries:
         click.echo("Memory is empty.")
-    for e in entries:
-        click.echo(entry_line(e))
+    for line in entry_lines(entries):
+        click.echo(line)
 
 
 @main.command()
@@ -259,7 +259,8 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
               help="Write another tool's format instead (see `filemem adapters`).")
 @click.option("--track", type=TRACKS, help="With --adapter: only entries of this track.")
 @click.option("--scope", type=SCOPES, help="With --adapter: only entries of this scope.")
-@click.option("--force", is_flag=True, help="With --adapter: overwrite files that exist.")
+@click.option("--force", is_flag=True,
+              help="With --adapter: overwrite files that exist and would change.")
 @store_option
 @command
 def export(out: str | None, adapter_id: str | None, track: str | None, scope: str | None,
@@ -268,7 +269,9 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
 
     With --adapter ID, write the entries in that tool's format instead, e.g.
     `filemem export --adapter hermes-memory-md --out ~/.hermes/memories` (directory
-    formats need --out DIR; existing files are only replaced with --force).
+    formats need --out DIR; existing files are only replaced with --force, files that would
+    not change are left as they are, other files in the folder too). What came in through
+    the adapter goes back as it came while it is unchanged in filemem.
     """
     if adapter_id is not None:
         from filemem.cli.adapters import export_with_adapter
@@ -296,9 +299,12 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
 @click.argument("path", type=click.Path(exists=True, allow_dash=True))
 @click.option("--adapter", "adapter_id", metavar="ID",
               help="Read another tool's memory (see `filemem adapters`); PATH may be a folder.")
+@click.option("--keep-duplicates", is_flag=True,
+              help="With --adapter: import entries whose text is already in that layer too.")
 @write_options
-def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str | None,
-            session_id: str | None, yes: bool, store_path: str | None, as_json: bool) -> None:
+def import_(path: str, adapter_id: str | None, keep_duplicates: bool, workspace: str | None,
+            agent: str | None, session_id: str | None, yes: bool, store_path: str | None,
+            as_json: bool) -> None:
     """Import a memory-export-v1 envelope (PATH or `-`): one approval, one commit.
 
     Entries get new ids, version 1 and fresh timestamps; texts, layers, keys, sources and
@@ -306,14 +312,21 @@ def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str
 
     With --adapter ID, PATH is another tool's memory, e.g. `filemem import --adapter
     hermes-memory-md ~/.hermes/memories/`; --workspace DIR then also places the entries
-    the adapter puts in a workspace.
+    the adapter puts in a workspace. Entries whose text is already in the layer they would
+    go to (or earlier in the same import), and memories the adapter imported before (the
+    same file or id, in the same layer, as filemem has it or as it was imported), are
+    skipped and counted, so importing the same memory twice adds nothing;
+    --keep-duplicates imports them anyway.
     """
     if adapter_id is not None:
         from filemem.cli.adapters import import_with_adapter
 
         import_with_adapter(adapter_id, path, workspace, agent, session_id, yes, store_path,
-                            as_json)
+                            as_json, keep_duplicates)
         return
+    if keep_duplicates:
+        raise click.UsageError("--keep-duplicates goes with --adapter; a memory-export-v1 "
+                               "import writes every entry of the envelope")
     if path != "-" and os.path.isdir(path):
         raise click.UsageError(f"{path} is a folder; plain import reads a memory-export-v1 "
                                "file (use --adapter ID for another tool's folder)")
@@ -338,26 +351,33 @@ def import_(path: str, adapter_id: str | None, workspace: str | None, agent: str
 @main.command()
 @click.option("--language", type=click.Choice(["en", "zh"]),
               help="Snapshot language (default from filemem.yaml).")
+@click.option("--tools", metavar="NAME,...",
+              help="The tools its first line tells the model to change memory with (default: "
+                   "filemem mcp's memory_add, memory_replace, memory_remove, "
+                   "memory_consolidate).")
 @session_options
 @store_option
 @json_option
 @command
-def snapshot(language: str | None, workspace: str | None, agent: str | None,
+def snapshot(language: str | None, tools: str | None, workspace: str | None, agent: str | None,
              session_id: str | None, store_path: str | None, as_json: bool) -> None:
     """Print the frozen snapshot a session in WORKSPACE (default: here) as AGENT would get.
 
-    The exact text is recorded as a `snapshot` audit row.
+    It is what `filemem mcp` gives such a session; --tools names another host's tools
+    instead (e.g. for a session-start hook). The exact text is recorded as a `snapshot`
+    audit row. With no memories visible there it is one line saying so, as an MCP client
+    gets it.
     """
+    from filemem.toolspec import WRITE_TOOL_NAMES
+
+    names = WRITE_TOOL_NAMES if tools is None else [t.strip() for t in tools.split(",")]
     session = {"id": session_id, "header": {"cwd": workspace or os.getcwd(),
                                             "agentPreset": agent}}
     with open_store(store_path) as store:
-        text = store.snapshot(session, language=language)
+        text = store.snapshot(session, language=language, say_empty=True, tools=names)
     if as_json:
         emit_json({"text": text, "sessionId": session_id})
-    elif text and sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
+    elif sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
         click.echo(visible(text, keep_newlines=True))
-    elif text:  # a hook or a pipe: the exact text
+    else:  # a hook or a pipe: the exact text
         click.echo(text, nl=not text.endswith("\n"))
-    else:
-        click.echo("(memory is empty for this workspace and agent: the snapshot is empty)",
-                   err=True)

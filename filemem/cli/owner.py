@@ -115,26 +115,86 @@ def _status_line(change: Any) -> str:
     return line
 
 
+def _git_operation_lines(found: Any) -> list[str]:
+    """A git merge, rebase, ... unfinished in the store, in memory terms."""
+    op = found.op
+    lines = [f"A {op.label} is in progress in this store ({op.marker}): agents still read the "
+             "memory as last committed, but no memory can be written (by agents, `filemem "
+             "add` and the other writes, adopt, discard, approve, sync) until it is finished "
+             "or undone."]
+    for path in found.conflicts:
+        entry = found.entries.get(path)
+        if entry is not None:
+            lines.append(f"  entry {entry.id[:8]} ({entry.track}/{entry.scope}, "
+                         f"\"{one_line(entry.text, 40)}\") has conflict markers: {visible(path)}")
+        elif path == "filemem.yaml":
+            lines.append("  the store's settings, filemem.yaml, have conflict markers")
+        else:
+            lines.append(f"  {visible(path)} has conflict markers")
+    lines.append(f"{op.ways_out[0].upper()}{op.ways_out[1:]}.")
+    return lines
+
+
 @main.command()
 @store_option
 @json_option
 @command
 def status(store_path: str | None, as_json: bool) -> None:
     """Show what you changed in the store's files that is not committed yet: edited,
-    added and deleted entries, and why a file could not be adopted."""
+    added and deleted entries, and why a file could not be adopted. Files committed
+    invalid (with git itself) come first, each with the commit that brought it and how to
+    mend it: until then agents' memory reads and writes fail. Also says when a git
+    merge, rebase, cherry-pick, revert, `git am` or bisect is unfinished in the store (on
+    stderr with --json), and how to finish or undo it. Editors' swap, backup and
+    temporary files (.x.md.swp, 4913, x.md~, ...) are not entries and are skipped."""
     with open_owner(store_path) as owner:
+        found = owner.git_operation()
         changes = owner.status()
+        bad = owner.invalid(changes)
+    if found is not None:
+        for line in _git_operation_lines(found):
+            click.echo(line, err=as_json)
+        if not as_json:
+            click.echo()
     if as_json:
-        emit_json([c.to_json() for c in changes])
+        emit_json([c.to_json() for c in bad if c.kind == "invalid"] +
+                  [c.to_json() for c in changes])
         return
+    if bad:
+        click.echo("Invalid files committed at HEAD (memory reads and writes fail with "
+                   "STORE_CORRUPT until each is mended):")
+        for c in bad:
+            assert c.at_head is not None
+            click.echo(f"  ! {visible(c.path)}\n      {visible(c.at_head.message)}")
+            if c.kind != "invalid":
+                click.echo(f"      you have changed it (below): `filemem adopt "
+                           f"{visible(c.path)}` commits your change")
+        if changes:
+            click.echo("")
     if not changes:
-        click.echo("Nothing to adopt: the working tree matches the memory agents see.")
+        if not bad:
+            click.echo("Nothing to adopt: the working tree matches the memory agents see.")
         return
     click.echo("Changes agents do not see yet (M edited, A added, D deleted):")
     for c in changes:
         click.echo(_status_line(c))
+    if found is not None:
+        click.echo(f"\n`filemem adopt` and `filemem discard` wait until the {found.op.label} "
+                   "is finished or undone (see above).")
+        return
     click.echo("\n`filemem adopt [PATH...]` commits them (after showing the diff); "
                "`filemem discard [PATH...]` puts files back as committed.")
+
+
+def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
+    """No file differs from HEAD: say so, and what mends the files invalid at HEAD."""
+    if as_json:
+        emit_json([])
+        return
+    bad = owner.invalid()
+    click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
+        f" {len(bad)} file(s) committed at HEAD are invalid; `filemem status` shows each "
+        "and how to mend it." if bad else ""))
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -158,12 +218,18 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     """Commit your edits of the files at PATHS (default: all) so agents see them.
 
     Shows the diff and asks (default No). Each file is validated; a file you wrote from
-    scratch gets an id and front-matter. One commit, with an `edit` audit row per file.
+    scratch gets an id and front-matter. The text is what you typed: the final newline an
+    editor adds is the file's, and a file saved with CRLF line ends throughout is read as
+    LF. One commit, with an `edit` audit row per file.
     """
     import sys
 
     with open_owner(store_path) as owner:
+        owner.refuse_unfinished_git()  # a git merge's files are not hand edits
         changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
+        if not changes:
+            _nothing(owner, "adopt", as_json)
+            return
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
@@ -194,11 +260,16 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
 @command
 def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bool) -> None:
     """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
-    back as committed, and files you added are deleted. Asks first (default No)."""
+    back as committed, and files you added are deleted (editors' swap, backup and temporary
+    files are left alone). Asks first (default No)."""
     import sys
 
     with open_owner(store_path) as owner:
+        owner.refuse_unfinished_git()  # putting a conflicted file back would resolve it
         changes = owner.changes(paths or None)
+        if not changes:
+            _nothing(owner, "discard", as_json)
+            return
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
@@ -247,7 +318,8 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
 @command
 def verify(store_path: str | None, as_json: bool) -> None:
     """Replay the whole history and check that HEAD is exactly what the audited commits
-    produce. Commits made outside filemem are reported, not failed. Exit 1 on a problem."""
+    produce. Commits made outside filemem are reported, not failed; a file invalid at HEAD
+    is a problem, named at the commit that brought it. Exit 1 on a problem."""
     import sys
 
     with open_owner(store_path) as owner:
@@ -307,10 +379,8 @@ def watch(store_path: str | None, as_json: bool) -> None:
             click.echo(f"{stamp} {event['kind']} {event['path']}{note}")
         elif kind == "settled":
             click.echo(f"{stamp} {event['path']} now matches HEAD")
-        elif kind == "invalid-at-head":
-            click.echo(f"{stamp} INVALID at HEAD: {event['path']}: {event['problem']} (agents "
-                       "get STORE_CORRUPT until it is fixed: edit it and `filemem adopt`, or "
-                       "`git revert`)")
+        elif kind == "invalid-at-head":  # the problem names the file and the way out
+            click.echo(f"{stamp} INVALID at HEAD: {event['problem']}")
         else:
             click.echo(f"{stamp} {kind}: {event.get('message', '')}", err=True)
 

@@ -10,7 +10,7 @@ import click
 
 from filemem import errors
 from filemem.cli.app import main
-from filemem.cli.common import EXIT_CODES, EXIT_NO_STORE, EXIT_PROTOCOL, store_option
+from filemem.cli.common import EXIT_CODES, EXIT_NO_STORE, EXIT_PORT, EXIT_PROTOCOL, store_option
 
 
 @main.command()
@@ -84,15 +84,21 @@ def bridge(budgets_json: str | None, approval: str, source: str | None,
                    "one); default: shared entries only.")
 @click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
               help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio, to "
-                   "clients that send the bearer token it prints at start.")
+                   "clients that send the bearer token it prints at start (exit status 9 if "
+                   "the port cannot be listened on).")
 @store_option
 def mcp_command(workspace: str | None, agent: str | None, http_port: int | None,
                 store_path: str | None) -> None:
     """Serve the memory to an agent as an MCP server (stdio by default). Under the ask
     policy every write is shown to the person in the client (MCP elicitation); a client
     that cannot ask stages it for `filemem pending`. The store is created if missing."""
-    from filemem.mcp.server import run
+    from filemem.mcp.server import PortUnavailable, run
 
     # the store opens on the first call, after `initialize` is answered: a store that cannot
     # be opened is reported to the model as a tool error, not as a server that will not start
-    sys.exit(run(store=store_path, workspace=workspace, agent=agent, http_port=http_port))
+    try:
+        code = run(store=store_path, workspace=workspace, agent=agent, http_port=http_port)
+    except PortUnavailable as exc:
+        click.echo(f"filemem mcp: {exc}", err=True)
+        sys.exit(EXIT_PORT)
+    sys.exit(code)

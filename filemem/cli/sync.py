@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -25,7 +25,7 @@ from filemem.cli.common import (
 from filemem.shown import visible
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
-    from filemem.owner import Remote, SyncResult
+    from filemem.owner import Prefer, Remote, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -62,7 +62,10 @@ def remote() -> None:
 @json_option
 @command
 def remote_add(name: str, url: str, store_path: str | None, as_json: bool) -> None:
-    """Add remote NAME at URL (a local path is stored as an absolute path)."""
+    """Add remote NAME at URL (a local path is stored as an absolute path).
+
+    If main tracks no remote yet, the one `filemem sync` would use (the only one, or
+    origin) becomes its upstream, so `git pull` and `git push` work in the store too."""
     with open_owner(store_path, validate=True) as owner:
         added = owner.add_remote(name, url)
     if as_json:
@@ -108,20 +111,30 @@ def remote_remove(name: str, store_path: str | None, as_json: bool) -> None:
 
 @main.command(name="sync")
 @click.argument("name", required=False)
+@click.option("--keep-config", "keep_config", type=click.Choice(["local", "remote"]),
+              help="For keys of filemem.yaml that both sides changed differently: keep "
+                   "this machine's values (local) or take the remote's (remote). Without "
+                   "it such a key stops the sync (CONFIG_CONFLICT) before anything changes.")
 @store_option
 @json_option
 @command
-def sync_(name: str | None, store_path: str | None, as_json: bool) -> None:
+def sync_(name: str | None, keep_config: str | None, store_path: str | None,
+          as_json: bool) -> None:
     """Fetch from remote NAME, merge, and push (default: the only remote, or origin).
 
-    Adds made on two machines merge cleanly. An entry changed on both sides is never
-    lost: the version updated later keeps the id and the other becomes a new entry; a
-    removal never wins over a change. Layers left over their budget are reported, never
-    cut. A file with uncommitted hand edits that the sync would change stops it before
-    anything changes (`filemem status`). Interrupted? Run it again.
+    A store made with `filemem init` that holds nothing else yet takes the remote's store
+    as it is (its entries, budgets and policies). Adds made on two machines merge cleanly.
+    An entry changed on both sides is never lost: the version updated later keeps the id
+    and the other becomes a new entry; a removal never wins over a change. filemem.yaml
+    merges key by key; a key both sides changed differently stops the sync until you
+    choose with --keep-config. Layers left over their budget are reported, never cut. A
+    file with uncommitted hand edits that the sync would change stops it before anything
+    changes (`filemem status`), and so does a git merge, rebase, ... left unfinished in
+    the store (exit 8: finish or abort it with git first). Interrupted? Run it again.
     """
     with open_owner(store_path, validate=True) as owner:
-        result = owner.sync(name, progress=_progress())
+        result = owner.sync(name, progress=_progress(),
+                            keep_config=cast("Prefer | None", keep_config))
     if as_json:
         emit_json(result.to_json())
         return
@@ -145,9 +158,18 @@ def describe(result: SyncResult) -> list[str]:
     if result.up_to_date:
         lines.append(f"Already up to date with {result.remote} ({result.url}).")
     for step in result.steps:
-        if step["kind"] == "fast-forward":
+        if step["kind"] == "join":
+            n = step["entries"]["added"]
+            lines.append(f"Took {where} as it is: this store held nothing yet but its "
+                         f"creation ({_commits(step['commits'])}, "
+                         f"{n} {'entry' if n == 1 else 'entries'}"
+                         + (f"; files: {visible(', '.join(step['files']))}" if step["files"]
+                            else "") + ").")
+        elif step["kind"] == "fast-forward":
             lines.append(f"Fast-forwarded to {where}: {_commits(step['commits'])} "
-                         f"(entries: {_counts(step['entries'])}).")
+                         f"(entries: {_counts(step['entries'])}"
+                         + (f"; files: {visible(', '.join(step['files']))}" if step["files"]
+                            else "") + ").")
         elif step["kind"] == "merge":
             lines.append(f"Merged {_commits(step['commits'])} from {where} as "
                          f"{step['commit'][:12]} (entries: {_counts(step['entries'])}"
@@ -179,7 +201,8 @@ def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> 
     """Make a new store at PATH from the store published at URL (second machine set-up).
 
     PATH defaults like `filemem init` (--store, $FILEMEM_STORE, $FILEMEM_HOME, the user
-    data dir). The remote is recorded as origin, so `filemem sync` works right away.
+    data dir). The remote is recorded as origin, and main tracks it, so `filemem sync`
+    works right away, and so do `git pull` and `git push` in the store.
     """
     from filemem.location import resolve_store_path
     from filemem.owner import clone as clone_store

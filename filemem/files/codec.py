@@ -1,4 +1,5 @@
-"""The entry file: YAML front-matter with the protocol fields, then the text, byte for byte.
+"""The entry file: YAML front-matter with the protocol fields, the text byte for byte, and
+the file's own final newline.
 
 ::
 
@@ -8,14 +9,22 @@
     scope: user-global
     workspaceKey: ""
     agentKey: ""
-    source: dsh-memento
+    source: filemem
     tags: [pref, comms]
     version: 1
     createdAt: 2026-11-30T01:49:13.123Z
     updatedAt: 2026-11-30T01:49:13.123Z
     sessionId: null
     ---
-    <text, exactly as given: no newline is added or removed>
+    <text, exactly as given>
+    <one final newline, which belongs to the file and not to the text>
+
+Reading takes the body after the closing ``---`` line and removes exactly one final newline
+if there is one (:func:`_text_bytes`), so a text that itself ends with newlines keeps them,
+and a file without a final newline (written by filemem before it wrote one, or saved by an
+editor that does not add one) is read as it is. A file with CRLF line endings throughout, as
+an editor on Windows saves it, is read as LF (:func:`_lf`); filemem never writes one (its
+front-matter lines end in a bare LF), so a text's own CRs are kept.
 
 filemem writes one key per line in a fixed order with plain or JSON-style double-quoted
 scalars, so a change shows up in ``git diff`` as one line per changed key. Reading that form
@@ -38,8 +47,17 @@ from typing import Any, Final
 
 from filemem import yamlsafe
 from filemem.errors import ProtocolError
+from filemem.files import metakeys
 from filemem.jsstr import ascii_lower
-from filemem.model import SCOPES, TRACKS, UUID_RE, Entry, iso_ms, normalize_tags, parse_iso_ms
+from filemem.model import (
+    SCOPES,
+    TRACKS,
+    UUID_RE,
+    Entry,
+    iso_ms,
+    normalize_tags,
+    parse_iso_ms,
+)
 
 FIELDS: Final = (
     "id", "track", "scope", "workspaceKey", "agentKey", "source", "tags", "version",
@@ -55,8 +73,6 @@ _TS_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
 _INT_RE: Final = re.compile(r"(?:0|[1-9][0-9]{0,15})\Z")
 _LINE_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]*): (.*)\Z")
 _LIST_ITEM_RE: Final = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.@+/-]*)\s*(,|\Z)')
-# YAML's printable set minus characters some tools treat as line breaks; the rest is escaped.
-_YAML_UNSAFE: Final = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 class CodecError(ValueError):
@@ -79,7 +95,7 @@ def quote(value: str) -> str:
     if _plain_ok(value):
         return value
     out = json.dumps(value, ensure_ascii=False)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return metakeys.yaml_escaped(out)
 
 
 def _scalar(value: Any) -> str:
@@ -130,17 +146,53 @@ def _field_lines(entry: Entry) -> list[str]:
 def encode(entry: Entry, previous: bytes | None = None) -> bytes:
     """The file bytes for ``entry``. With ``previous`` (the file being replaced), keys and
     lines that are not protocol fields are kept as they were."""
+    body = entry.text.encode("utf-8") + b"\n"  # the file's own final newline
     if previous is not None:
-        split = _split(previous)
+        split = _split(_lf(previous))
         if split is not None and not _canonical_fields(split[0]):
             spliced = _splice(split[0], entry)
             if spliced is not None:
-                return b"---\n" + spliced.encode("utf-8") + b"---\n" + entry.text.encode("utf-8")
-    head = "\n".join(_field_lines(entry))
-    return f"---\n{head}\n---\n".encode() + entry.text.encode("utf-8")
+                return b"---\n" + spliced.encode("utf-8") + b"---\n" + body
+    head = "\n".join(_field_lines(entry) + metakeys.lines(entry))
+    return f"---\n{head}\n---\n".encode() + body
+
+
+def encodings(entry: Entry) -> tuple[bytes, ...]:
+    """Every file in filemem's own front-matter form that reads as ``entry``: the one filemem
+    writes, and (for a text not ending in a newline) the same without the final newline, as
+    filemem wrote it before files had one."""
+    data = encode(entry)
+    return (data,) if entry.text.endswith("\n") else (data, data[:-1])
+
+
+def legacy_text(data: bytes) -> str | None:
+    """The text a filemem from before final newlines meant by ``data``, where that differs
+    from what it reads as now: it wrote the text with nothing after it, so a text ending in
+    a newline was the whole body. None where both readings agree (or nothing decodes)."""
+    split = _split(data)
+    if split is None or not split[1].endswith(b"\n") or _lf(data) is not data:
+        return None
+    try:
+        return split[1].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 # ---------------------------------------------------------------- reading
+
+
+def _lf(data: bytes) -> bytes:
+    """``data`` with CRLF line endings as LF if every line ending in it is CRLF (a file an
+    editor saved with Windows line endings); else ``data`` itself."""
+    lines = data.count(b"\n")
+    if lines and data.count(b"\r\n") == lines:
+        return data.replace(b"\r\n", b"\n")
+    return data
+
+
+def _text_bytes(body: bytes) -> bytes:
+    """The text of a body: all of it but the file's own final newline, if it has one."""
+    return body[:-1] if body.endswith(b"\n") else body
 
 
 def _split(data: bytes) -> tuple[str, bytes] | None:
@@ -226,7 +278,7 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
     lines = head.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if len(lines) != len(FIELDS):
+    if len(lines) < len(FIELDS):
         return None
     values: dict[str, Any] = {}
     for line, key in zip(lines, FIELDS, strict=False):
@@ -237,6 +289,10 @@ def _canonical_fields(head: str) -> dict[str, Any] | None:
             values[key] = _parse_canonical_value(key, m.group(2))
         except ValueError:
             return None
+    meta = metakeys.parse_lines(lines[len(FIELDS):])  # x-<name> keys, one line each
+    if meta is None:
+        return None
+    values["meta"] = meta
     return values
 
 
@@ -250,7 +306,9 @@ def _load_yaml(head: str) -> Any:
 
 
 def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Parse any front-matter behind the guards: (protocol fields, extra keys)."""
+    """Parse any front-matter behind the guards: (protocol fields, extra keys). An
+    ``x-<name>`` key whose value is a JSON object is also the entry's metadata
+    (``values["meta"]``); any other extra key is only kept as it is."""
     data = _load_yaml(head)
     if not isinstance(data, dict):
         raise CodecError("front-matter is not a YAML mapping of keys to values")
@@ -265,6 +323,7 @@ def _yaml_fields(head: str) -> tuple[dict[str, Any], tuple[str, ...]]:
             values[key] = _plainify(value)
         else:
             extras.append(key)
+    values["meta"] = metakeys.from_yaml(data)
     return values, tuple(extras)
 
 
@@ -304,7 +363,7 @@ def _string(key: str, value: Any, *, allow_empty: bool = True) -> str:
     return value
 
 
-def _entry(values: dict[str, Any], body: bytes) -> Entry:
+def _entry(values: dict[str, Any], text_bytes: bytes) -> Entry:
     missing = [k for k in FIELDS if k not in values]
     if missing:
         raise CodecError(f"front-matter is missing {', '.join(missing)}")
@@ -339,7 +398,7 @@ def _entry(values: dict[str, Any], body: bytes) -> Entry:
     if session_id is not None and not isinstance(session_id, str):
         raise CodecError(f"sessionId must be null or a string (got {session_id!r})")
     try:
-        text = body.decode("utf-8")
+        text = text_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CodecError(f"the entry text is not valid UTF-8 ({exc.reason})") from None
     if not text:
@@ -347,42 +406,48 @@ def _entry(values: dict[str, Any], body: bytes) -> Entry:
     return Entry(
         id=eid, track=track, scope=scope, workspace_key=workspace_key, agent_key=agent_key,
         text=text, source=source, tags=tuple(tags), version=version, created_at=created,
-        updated_at=updated, session_id=session_id, fold=ascii_lower(text),
+        updated_at=updated, session_id=session_id, meta=values.get("meta", ()),
+        fold=ascii_lower(text),
     )
 
 
 def decode(data: bytes) -> Decoded:
     """Read an entry file. Raises CodecError saying what is wrong with it."""
-    split = _split(data)
+    split = _split(_lf(data))
     if split is None:
         raise CodecError("the file does not start with a '---' front-matter block")
     head, body = split
+    text = _text_bytes(body)
     values = _canonical_fields(head)
     if values is not None:
-        return Decoded(_entry(values, body), (), True)
+        return Decoded(_entry(values, text), (), True)
     values, extras = _yaml_fields(head)
-    return Decoded(_entry(values, body), extras, False)
+    return Decoded(_entry(values, text), extras, False)
 
 
 def decode_partial(data: bytes) -> tuple[dict[str, Any], bytes]:
-    """The protocol fields a hand-written file gives (maybe none) and its text bytes.
+    """The protocol fields a hand-written file gives (maybe none) and its text's bytes, read
+    as :func:`decode` reads (CRLF throughout as LF, the final newline not part of the text).
 
-    A file without a front-matter block is all text. The same guards as :func:`decode`.
+    A file without a front-matter block is all text (after a UTF-8 byte order mark, which an
+    editor may put first). The same guards as :func:`decode`.
     """
+    data = _lf(data)
     split = _split(data)
     if split is None:
-        return {}, data
+        return {}, _text_bytes(data.removeprefix(b"\xef\xbb\xbf"))
     head, body = split
     values = _canonical_fields(head)
     if values is None:
         values, _extras = _yaml_fields(head)
-    return values, body
+    return values, _text_bytes(body)
 
 
-def complete(values: dict[str, Any], body: bytes, defaults: dict[str, Any]) -> Entry:
-    """An entry from a file's own fields, with ``defaults`` for the ones it leaves out
-    (timestamps as ISO strings, like a front-matter has them). CodecError if invalid."""
-    return _entry({**defaults, **values}, body)
+def complete(values: dict[str, Any], text: bytes, defaults: dict[str, Any]) -> Entry:
+    """An entry from a file's own fields (and its text's bytes, from :func:`decode_partial`),
+    with ``defaults`` for the fields it leaves out (timestamps as ISO strings, like a
+    front-matter has them). CodecError if invalid."""
+    return _entry({**defaults, **values}, text)
 
 
 # ---------------------------------------------------------------- splicing
@@ -462,6 +527,8 @@ def _redump(head: str, entry: Entry) -> str | None:
         return None
     yaml = YAML(typ="rt")
     yaml.width = 1 << 16
+    for key, text in entry.meta:
+        data[key] = json.loads(text)
     for key, value in field_values(entry).items():
         if isinstance(value, list):
             seq = CommentedSeq(value)

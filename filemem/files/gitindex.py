@@ -183,6 +183,12 @@ class GitIndex:
         return (name.decode("utf-8", "surrogateescape") for name, stage in self.entries
                 if stage == 0)
 
+    def unmerged(self) -> list[str]:
+        """Paths git left in conflict (entries at stages 1-3: a merge, rebase, ... stopped
+        on them), sorted."""
+        return sorted({name.decode("utf-8", "surrogateescape") for name, stage in self.entries
+                       if stage})
+
     def lock(self, timeout: float = 5.0) -> atomic.LockFile:
         """Take ``index.lock``, git's mutex for the index, waiting up to ``timeout`` s for a
         git command holding it (TimeoutError naming the file after that)."""

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from filemem.files import atomic, modes
+from filemem.files import atomic, gitstate, modes
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 
 if TYPE_CHECKING:
@@ -157,7 +157,9 @@ class GitRepo:
     # ------------------------------------------------------------ refs
 
     def head_ref(self) -> str:
-        """The branch HEAD points at (``refs/heads/main``); detached HEAD is refused."""
+        """The branch HEAD points at (``refs/heads/main``); detached HEAD is refused, except
+        during a rebase or bisect of that branch: then it is the branch they will move (reads
+        serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
             with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
                 content = f.read().strip()
@@ -165,6 +167,9 @@ class GitRepo:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
         if not content.startswith(b"ref: "):
+            op = gitstate.unfinished(self.git_dir)
+            if op is not None and op.branch == f"refs/heads/{BRANCH}":
+                return op.branch
             at = content[:40].decode("ascii", "replace")
             raise RepositoryDamaged(
                 self.root, f"HEAD is detached (at {at}), not on the store's branch {BRANCH}",
@@ -205,7 +210,9 @@ class GitRepo:
         fsynced and renamed into place, and the folder fsynced (the move is the commit
         point: once this returns it survives a power cut); then a reflog line, as git
         writes one. dulwich's set_if_equals does the same but re-reads the repository
-        config for every reflog line (~1 ms a commit)."""
+        config for every reflog line (~1 ms a commit). A git operation stopped half way
+        (a merge with conflicts, a rebase, ...) raises GitOperationInProgress under the
+        lock instead: nothing is committed on top of one, whatever was checked before."""
         ref = self.head_ref()
         path = os.path.join(self.git_dir, *ref.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -214,6 +221,9 @@ class GitRepo:
         except atomic.Locked:
             raise RefLocked(path + ".lock") from None
         with lock:
+            op = gitstate.unfinished(self.git_dir)
+            if op is not None:
+                raise gitstate.refusal(self.root, op, gitstate.conflicts(self.git_dir))
             if self.head() != old:
                 return False
             lock.write(new.encode() + b"\n")
@@ -529,14 +539,11 @@ class GitRepo:
         return packs
 
     def clear_temp_packs(self) -> None:
-        """Remove what a write killed while making a pack left: ``tmp_pack-<sha>.pack.<pid>.
-        <n>.tmp`` and its ``.idx`` (call it holding the store lock, under which they are made)."""
-        folder = os.path.join(self.git_dir, "objects", "pack")
-        with contextlib.suppress(FileNotFoundError):
-            for name in os.listdir(folder):
-                if name.startswith("tmp_pack-") and name.endswith(atomic.TMP_SUFFIX):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(folder, name))
+        """Remove what a write killed making a pack left (``tmp_pack-*.tmp``; hold the lock)."""
+        for name in modes.pack_names(self.git_dir):
+            if name.startswith("tmp_pack-") and name.endswith(atomic.TMP_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.git_dir, "objects", "pack", name))
 
     def clear_stale_locks(self) -> list[str]:
         """Remove lock and temp files a killed filemem write left in .git (store lock held)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from typing import Final
+from typing import Any, Final
 
 from filemem.files.gitrepo import FILE_MODE, TREE_MODE
 from filemem.model import SCOPES, TRACKS, UUID_RE, Entry
@@ -35,6 +35,31 @@ _HFS_IGNORED: Final = frozenset(
      0x206A, 0x206B, 0x206C, 0x206D, 0x206E, 0x206F, 0xFEFF])
 _MODE_NAMES: Final = {0o120000: "a symbolic link", 0o160000: "a submodule (gitlink)",
                       0o100755: "an executable file"}
+# What editors and file managers leave beside the files a person saves: never an entry (no
+# pattern matches a name ending in .md that a person would give an entry). `filemem status`,
+# `adopt`, `discard` and `watch` skip these whatever the store's own .gitignore says (a store
+# made before the list existed has not got it), and store-template/.gitignore lists exactly
+# these lines, so `git status` skips them too (tests/test_editors.py keeps the two equal).
+# .gitignore syntax, matched against a file's name.
+EDITOR_FILES: Final = (
+    ".*.sw?",  # vim's swap file (.x.md.swp, then .swo, ...; .swx is its probe); nano's lock
+    ".*.s[a-v][a-z]",  # vim's further swap files (.x.md.swa is followed by .svz ... .saa)
+    "4913",  # vim's test of whether it may create a file in the folder (deleted at once)
+    "*~",  # backups: vim's x.md~ (kept with 'backup'), nano -B, emacs
+    ".#*",  # emacs' lock (a symbolic link)
+    "\\#*#",  # emacs' auto-save (#x.md#)
+    "*.save",  # nano's emergency save when it is killed (x.md.save ...
+    "*.save.[0-9]*",  # ... and x.md.save.1 when that exists)
+    "*.vsctmp",  # VS Code's atomic save (x.md.vsctmp, renamed over x.md)
+    ".goutputstream-*",  # GNOME's (gedit's) atomic save
+    "*.kate-swp",  # Kate's swap file
+    "*___jb_tmp___",  # JetBrains' safe write
+    "*___jb_old___",
+    "*.tmp",  # other tools' write-then-rename
+    ".DS_Store",  # macOS Finder
+    "._*",  # macOS metadata on file systems without it (._x.md)
+    "Thumbs.db",  # Windows Explorer
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -65,6 +90,29 @@ def is_entry_path(path: str) -> bool:
     """Whether a store-relative path is where entry files live (under a track folder, ``.md``)."""
     head = path.split("/", 1)[0]
     return head in ENTRY_ROOTS and path.endswith(ENTRY_SUFFIX)
+
+
+NOT_AN_ENTRY: Final = ("not an entry file (entry files end in .md, and the track folders "
+                       "hold nothing else)")
+
+
+def in_entry_folder(path: str) -> bool:
+    """Whether a store-relative path is a file under a track folder, where only entry files
+    belong (one that is not :func:`is_entry_path` is :data:`NOT_AN_ENTRY`)."""
+    return "/" in path and path.split("/", 1)[0] in ENTRY_ROOTS
+
+
+@functools.lru_cache(maxsize=1)
+def _editor_filter() -> Any:
+    from dulwich.ignore import IgnoreFilter  # git's own matching rules; imported when needed
+
+    return IgnoreFilter([p.encode() for p in EDITOR_FILES])
+
+
+@functools.lru_cache(maxsize=4096)
+def is_editor_file(path: str) -> bool:
+    """Whether a store-relative path's file name is one of :data:`EDITOR_FILES`."""
+    return bool(_editor_filter().is_ignored(path.rsplit("/", 1)[-1]))
 
 
 _NOT_STORE_DIRS: Final = frozenset({".git", ".filemem"})
@@ -177,7 +225,8 @@ def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
 
 
 __all__ = [
-    "ENTRY_ROOTS", "SCOPES", "SHARED_DIR", "TOP_FILES", "check_tree_path", "entry_path",
-    "id_from_path", "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder",
-    "name_problem", "path_problem",
+    "EDITOR_FILES", "ENTRY_ROOTS", "NOT_AN_ENTRY", "SCOPES", "SHARED_DIR", "TOP_FILES",
+    "check_tree_path", "entry_path", "id_from_path", "in_entry_folder", "is_editor_file",
+    "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder", "name_problem",
+    "path_problem",
 ]

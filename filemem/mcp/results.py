@@ -6,55 +6,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from mcp_types import CallToolResult, TextContent
+from mcp import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel
 
 from filemem import errors
+from filemem.toolspec import entry_out, error_object, hint, shape
 
 log = logging.getLogger("filemem.mcp")
 
 Track = Literal["user", "agent"]
 Scope = Literal["user-global", "workspace"]
-
-
-_HINTS: Final = {
-    errors.BUDGET_EXCEEDED: "The layer is full. Free room with memory_consolidate (merge related "
-                            "entries into one shorter text) or memory_remove (drop stale ones) in "
-                            "the same track/scope, then retry this write.",
-    errors.AMBIGUOUS_MATCH: "Several entries contain the match (see details.sample). Retry with a "
-                            "longer substring that occurs in exactly one entry.",
-    errors.ENTRY_NOT_FOUND: "No entry you can see in that track/scope contains the match. Run "
-                            "memory_query to find the exact text and its track/scope.",
-    errors.INVALID_INPUT: "Fix the arguments as the message says and retry.",
-    errors.STORE_CORRUPT: "The memory store needs repair; tell the user (`filemem status`). "
-                          "Do not retry.",
-    errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
-    errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
-    errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",
-    errors.STORE_BUSY: "Another program is using the memory store right now. Retry in a "
-                       "little while; nothing was written.",
-    errors.STORE_FULL: "The disk holding the memory store is full; nothing was written. Tell "
-                       "the user; do not retry until they have freed space.",
-    errors.STORE_READ_ONLY: "The memory store is read-only here: reads work, writes cannot. "
-                            "Tell the user; do not retry.",
-}
-_DENIED_HINTS: Final = {
-    "rejected": "The user declined this write. Do not retry it unless they ask you to.",
-    "cancelled": "The user dismissed the approval prompt. Ask them in the conversation before "
-                 "trying again.",
-    "pending": "Nobody could be asked here, so the write waits for the user's review "
-               "(`filemem pending`). It is not in memory; do not retry it.",
-    "unavailable": "Nobody could approve the write; it is not in memory.",
-}
-
-
-def _hint(code: str, details: Mapping[str, Any]) -> str | None:
-    if code == errors.WRITE_DENIED:
-        return _DENIED_HINTS.get(str(details.get("outcome")),
-                                 "The write was not approved; nothing was written.")
-    return _HINTS.get(code)
 
 
 def _json(value: Any) -> str:
@@ -71,11 +35,7 @@ def error_result(action: str, code: str, message: str,
                  details: Mapping[str, Any] | None = None) -> CallToolResult:
     """A tool error (isError) a model can branch on: the protocol code, the details, and
     what to do next."""
-    error: dict[str, Any] = {"code": code, "message": message, "details": dict(details or {})}
-    hint = _hint(code, error["details"])
-    if hint:
-        error["hint"] = hint
-    structured = {"action": action, "ok": False, "error": error}
+    structured = {"action": action, "ok": False, "error": error_object(code, message, details)}
     return CallToolResult(content=[TextContent(type="text", text=_json(structured))],
                           structured_content=structured, is_error=True)
 
@@ -89,9 +49,22 @@ def failure(action: str, exc: BaseException) -> CallToolResult:
     return error_result(action, "INTERNAL_ERROR", f"memory {action} failed: {exc}")
 
 
-def entry_out(e: Mapping[str, Any]) -> dict[str, Any]:
-    """The reference memory tool's projection of an entry."""
-    return {k: e[k] for k in ("id", "track", "scope", "text", "source", "tags")}
+def request_error(what: str, exc: BaseException) -> MCPError:
+    """A failure of a request that has no tool result to carry it (``resources/read``,
+    ``prompts/get``): a JSON-RPC error whose message says what failed and why, and whose
+    data has the protocol code, the details and the hint a tool error would carry."""
+    if isinstance(exc, errors.FilememError):
+        code, message, details = exc.code, exc.message, dict(exc.details)
+    elif isinstance(exc, (FileExistsError, PermissionError)):
+        code, message, details = errors.NO_STORE, str(exc), {}
+    else:
+        log.error("filemem mcp: %s failed", what, exc_info=exc)
+        code, message, details = "INTERNAL_ERROR", str(exc), {}
+    data: dict[str, Any] = {"code": code, "details": details}
+    advice = hint(code, details)
+    if advice:
+        data["hint"] = advice
+    return MCPError(INTERNAL_ERROR, f"{what} failed: {code}: {message}", data)
 
 
 class EntryOut(BaseModel):
@@ -175,13 +148,4 @@ class BudgetsResult(_Result):
     budgets: list[UsageOut] | None = None
 
 
-def shape(action: str, result: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"action": action, "ok": True, "entry": entry_out(result["entry"])}
-    if action == "replace":
-        out["previous"] = {"id": result["previous"]["id"], "text": result["previous"]["text"]}
-    if action == "consolidate":
-        out["removed"] = [{"id": r["id"], "text": r["text"]} for r in result["removed"]]
-    out["usage"] = result["usage"]
-    return out
-
-
+__all__ = ["entry_out", "error_result", "failure", "ok_result", "request_error", "shape"]

@@ -17,7 +17,8 @@ from typing import Any, Final
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp_types import ListRootsResult
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import ListRootsRequest, ListRootsResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from filemem import approval
@@ -122,8 +123,11 @@ class MemoryService:
             if self._provider is None:
                 import filemem
 
+                # not validated here: an invalid file at HEAD fails each call (naming the
+                # file, its commit, the way out) and the store stays open, so its fix is
+                # served at once and history is walked once, not per call
                 self._provider = filemem.open_store(self.store, create=True,
-                                                    gate=ElicitationGate())
+                                                    gate=ElicitationGate(), validate=False)
             return self._provider
 
     def warm_up(self) -> None:
@@ -175,14 +179,23 @@ class MemoryService:
 
     async def legacy_roots(self, ctx: Context[Any, Any]) -> str | None:
         """Ask a handshake-era client for its roots now (bounded wait; any failure means
-        "no usable root", and the fallback workspace is used)."""
+        "no usable root", and the fallback workspace is used).
+
+        ``roots/list`` is a plain server-to-client request in the handshake era; only
+        2026-07-28 deprecates it (SEP-2577), and there it is asked through an input-required
+        round instead (``routing.resolve_roots``). So the request is sent as such, tied to
+        the call that needs it (over HTTP it travels on that call's stream), rather than
+        through the SDK's ``list_roots``, which warns about the 2026 deprecation whatever
+        the era."""
         key = self.session_key(ctx)
         known, workspace = self.cached_roots(key)
         if known:
             return workspace
         try:
             with anyio.fail_after(ROOTS_TIMEOUT):
-                result = await ctx.session.list_roots()
+                result = await ctx.session.send_request(
+                    ListRootsRequest(), ListRootsResult,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
             workspace = roots_workspace(result)
         except Exception as exc:
             log.warning("filemem mcp: roots/list failed (%s); using %s", exc,

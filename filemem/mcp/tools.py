@@ -23,75 +23,31 @@ from filemem.mcp.results import (
     ReplaceResult,
     Scope,
     Track,
-    entry_out,
     failure,
     ok_result,
 )
 from filemem.mcp.routing import Plan, ask, plan_write, resolve_session, write
 from filemem.mcp.sessions import Session, service_of
+from filemem.toolspec import (
+    ADD_DOC,
+    CONSOLIDATE_DOC,
+    MATCH_DOC,
+    REMOVE_DOC,
+    REPLACE_DOC,
+    SCOPE_DOC,
+    TAGS_DOC,
+    TOOL_SOURCE,
+    TRACK_DOC,
+    entry_out,
+    tool_name,
+)
 from filemem.types import QueryResult as ProtocolQuery
 
-TOOL_SOURCE: Final = "memory-tool"  # the reference memory tool's source label
+TrackArg = Annotated[Track, Field(description=TRACK_DOC)]
+ScopeArg = Annotated[Scope, Field(description=SCOPE_DOC)]
+TagsArg = Annotated[list[str] | None, Field(description=TAGS_DOC)]
+MatchArg = Annotated[str, Field(description=MATCH_DOC)]
 
-_TRACK_DOC: Final = ("user = about the person (preferences, communication style, things to "
-                     "avoid); agent = about the work (environment facts, project conventions, "
-                     "lessons learnt)")
-_SCOPE_DOC: Final = ("user-global = true in every workspace; workspace = true only in this "
-                     "project (the session's workspace)")
-_TAGS_DOC: Final = "optional labels, at most 16 of at most 32 characters each"
-_MATCH_DOC: Final = ("a substring of the entry's text (case-insensitive for ASCII) that occurs "
-                     "in exactly one entry you can see in that track/scope")
-
-TrackArg = Annotated[Track, Field(description=_TRACK_DOC)]
-ScopeArg = Annotated[Scope, Field(description=_SCOPE_DOC)]
-TagsArg = Annotated[list[str] | None, Field(description=_TAGS_DOC)]
-MatchArg = Annotated[str, Field(description=_MATCH_DOC)]
-
-
-# ---------------------------------------------------------------- descriptions
-
-_AFTER_WRITE: Final = (
-    "The user may be asked to approve the write in the client (their write policy decides). "
-    "If the result is an error, branch on error.code: BUDGET_EXCEEDED -> the track/scope is "
-    "full: consolidate or remove entries there, then retry; AMBIGUOUS_MATCH -> retry with a "
-    "longer substring unique to one entry; ENTRY_NOT_FOUND -> memory_query first; "
-    "WRITE_DENIED -> not written (outcome rejected/cancelled: the user said no, do not retry; "
-    "pending: waiting for the user's review, do not retry).")
-
-ADD_DOC: Final = (
-    "Save one durable fact to the user's long-term memory, shared with future sessions.\n"
-    "SAVE: stable preferences and corrections the user states (\"always use pnpm\", \"reply in "
-    "Chinese\"), facts about their environment, project conventions, and lessons learnt the "
-    "hard way that will matter again.\n"
-    "SKIP: anything temporary or task-specific (current bug, todo items, file contents), "
-    "what the repo or git history already records, guesses, secrets or credentials, and "
-    "anything already in memory (query first; update it with memory_replace instead).\n"
-    "Pick track: user = about the person; agent = about the environment and the work. Pick "
-    "scope: user-global = true everywhere; workspace = true only in this project. Write one "
-    "short self-contained statement. " + _AFTER_WRITE)
-REPLACE_DOC: Final = (
-    "Rewrite one existing memory entry (a fact changed, or is better said another way). "
-    "`match` picks the entry by a substring unique within the track/scope you can see; `text` "
-    "is its complete new text. The user sees the old and new text before approving. "
-    + _AFTER_WRITE)
-REMOVE_DOC: Final = (
-    "Delete one memory entry that is wrong or no longer true, picked by a `match` substring "
-    "unique within the track/scope. The user sees the full text before approving. "
-    + _AFTER_WRITE)
-CONSOLIDATE_DOC: Final = (
-    "Merge several related memory entries of one track/scope into one new entry, in one "
-    "approved change: each of `matches` removes exactly one entry, `text` is added. Use it to "
-    "free budget (BUDGET_EXCEEDED) or to clean up duplicates. The user sees every entry "
-    "removed and the new text. " + _AFTER_WRITE)
-QUERY_DOC: Final = (
-    "Search the user's memory as this session sees it (shared entries and this agent's, "
-    "user-global entries and this workspace's). Use it before saving (to avoid duplicates), "
-    "to find the exact text for memory_replace/remove/consolidate, or when past preferences "
-    "might matter. Read-only; needs no approval.")
-BUDGETS_DOC: Final = (
-    "Show how full each memory layer is: used/limit characters for user and agent track x "
-    "user-global and workspace scope. Writes that would exceed a limit fail with "
-    "BUDGET_EXCEEDED. Read-only.")
 
 # ---------------------------------------------------------------- the write tools
 
@@ -133,7 +89,7 @@ class WriteTool:
 
     @property
     def name(self) -> str:
-        return f"memory_{self.method}"
+        return tool_name(self.method)
 
 
 def _layer(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,7 +132,7 @@ WRITE_TOOLS: Final = (
          Arg("text", Annotated[str, Field(description="the complete new text of that entry")]),
          _TRACK, _SCOPE,
          Arg("tags", Annotated[list[str] | None, Field(
-             description=_TAGS_DOC + "; omit to keep the entry's tags, [] to clear them")],
+             description=TAGS_DOC + "; omit to keep the entry's tags, [] to clear them")],
              None)),
         _and(_new_entry, "match"), "Rewrite a memory entry", REPLACE_DOC,
         _writes(destructive=True, idempotent=False), ReplaceResult),
@@ -190,7 +146,7 @@ WRITE_TOOLS: Final = (
         (Arg("matches", Annotated[list[str], Field(
             min_length=1, max_length=20,
             description="1 to 20 substrings, each matching exactly one entry to merge (" +
-                        _MATCH_DOC + ")")]),
+                        MATCH_DOC + ")")]),
          Arg("text", Annotated[str, Field(
              description="the one new entry that replaces them all")]),
          _TRACK, _SCOPE, _TAGS),

@@ -19,7 +19,7 @@ from typing import Any
 from filemem import errors
 from filemem.approval import Decision
 from filemem.config import Config
-from filemem.jsstr import excerpt, utf16_len
+from filemem.jsstr import utf16_len
 from filemem.model import (
     DEFAULT_SOURCE,
     Entry,
@@ -27,6 +27,7 @@ from filemem.model import (
     normalize_tags,
     now_ms,
     validate_layer,
+    validate_meta,
     validate_optional_str,
     validate_text,
 )
@@ -59,9 +60,19 @@ class Core:
 
     store: Store
     config: Callable[[State], Config]
+    reveal: bool = False  # a match not found may be named in layers the writer cannot see
 
     def checked(self) -> State:
+        """The validated state a write starts from; refused first (before the budget
+        pre-check, before anyone is asked) while a git merge, rebase, ... is unfinished in
+        the store."""
+        self.store.refuse_unfinished_git()
         return self.store.checked()
+
+    def resolve(self, state: State, search: matching.Search) -> Entry:
+        """The one entry ``search`` finds at ``state`` (see :func:`matching.resolve`)."""
+        return matching.resolve(state.layer(search.track, search.scope), search,
+                                everywhere=state.entries.values(), reveal=self.reveal)
 
     def protocol(self, e: Entry) -> ProtocolEntry:
         count, last = self.store.recall.get(e.id)
@@ -125,6 +136,7 @@ class NewEntry:
     source: str
     workspace_key: str
     agent_key: str
+    meta: tuple[tuple[str, str], ...] = ()  # another tool's data for the file (imports only)
 
     @property
     def size(self) -> int:
@@ -134,7 +146,7 @@ class NewEntry:
         return Entry(id=new_id(), track=self.track, scope=self.scope,
                      workspace_key=self.workspace_key, agent_key=self.agent_key,
                      text=self.text, source=self.source, tags=self.tags, version=1,
-                     created_at=ts, updated_at=ts, session_id=w.session_id)
+                     created_at=ts, updated_at=ts, session_id=w.session_id, meta=self.meta)
 
 
 def obj(value: Any, what: str = "memory write input") -> dict[str, Any]:
@@ -159,7 +171,10 @@ def source_of(inp: dict[str, Any]) -> str:
     return validate_optional_str(inp.get("source"), "source") or DEFAULT_SOURCE
 
 
-def new_entry(inp: Any, w: Writer) -> NewEntry:
+def new_entry(inp: Any, w: Writer, *, with_meta: bool = False) -> NewEntry:
+    """A new entry from an input. ``with_meta`` (an import) also takes ``meta``: another
+    tool's data kept in the entry's file as ``x-<name>`` keys (an adapter's round-trip
+    metadata); other writes ignore it, like any key the protocol does not define."""
     inp = obj(inp)
     track, scope = layer(inp)
     text = validate_text(inp.get("text"))
@@ -171,16 +186,20 @@ def new_entry(inp: Any, w: Writer) -> NewEntry:
         track, scope, text, tuple(tags), source,
         "" if scope == "user-global" else (w.workspace_key if wk is None else wk),
         w.agent_key if ak is None else ak,
+        validate_meta(inp.get("meta")) if with_meta else (),
     )
 
 
-def target_keys(inp: dict[str, Any], w: Writer, scope: str) -> tuple[str | None, str]:
-    """Keys that scope match resolution: a non-empty explicit key, else the session's."""
+def search_for(inp: dict[str, Any], w: Writer, track: str, scope: str,
+               match: str) -> matching.Search:
+    """What ``match`` is looked for in: the writer's visible part of ``track/scope``; a
+    non-empty explicit key of the input, else the session's, picks the workspace and agent."""
     wk = inp.get("workspaceKey")
     ak = inp.get("agentKey")
     workspace = wk if isinstance(wk, str) and wk else w.workspace_key
     agent = ak if isinstance(ak, str) and ak else w.agent_key
-    return (workspace if scope == "workspace" else None), agent
+    return matching.Search(track, scope, match, workspace if scope == "workspace" else None,
+                           agent, workspace)
 
 
 def created_at(state: State, count: int = 1) -> int:
@@ -190,15 +209,16 @@ def created_at(state: State, count: int = 1) -> int:
     return max(now_ms() - count + 1, state.newest_created() + 1)
 
 
-def reresolve(state: State, track: str, scope: str, match: str,
-              keys: tuple[str | None, str], approved: Entry) -> Entry:
+def reresolve(state: State, search: matching.Search, approved: Entry) -> Entry:
     """After approval: the same visible set must still resolve to the approved entry."""
-    found = matching.candidates(state.layer(track, scope), match, *keys)
+    found = matching.candidates(state.layer(search.track, search.scope), search.match,
+                                search.workspace_key, search.agent_key)
     if len(found) > 1:
-        raise errors.ambiguous_match(track, scope, match,
-                                     [excerpt(e.text, matching.SAMPLE_CHARS) for e in found])
+        raise matching.ambiguous(search, found)
     if not found or found[0].id != approved.id or found[0].version != approved.version:
-        raise errors.entry_not_found(track, scope, match, changed=True)
+        raise errors.entry_not_found(search.track, search.scope, search.match, changed=True,
+                                     workspace_key=search.workspace_key,
+                                     agent_key=search.agent_key)
     return found[0]
 
 

@@ -20,9 +20,8 @@ from filemem.ops.base import (
     new_entry,
     obj,
     reresolve,
-    target_keys,
+    search_for,
 )
-from filemem.rules import matching
 from filemem.session import Writer
 from filemem.store.auditlog import one_line, row
 from filemem.store.transaction import Transaction
@@ -42,10 +41,9 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         raise errors.invalid_input(
             f"consolidate matches must be an array of 1..{MAX_CONSOLIDATE} non-empty strings")
     spec = new_entry({**inp, "tags": list(tags)}, w)
-    keys = target_keys(inp, w, scope)
+    searches = [search_for(inp, w, track, scope, m) for m in matches]
     state = core.checked()
-    targets = [matching.resolve(state.layer(track, scope), track, scope, m, *keys)
-               for m in matches]
+    targets = [core.resolve(state, q) for q in searches]
     seen: dict[str, int] = {}
     for i, t in enumerate(targets):
         if t.id in seen:
@@ -63,8 +61,8 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
 
     def apply(txn: Transaction, decision: Decision) -> ConsolidateResult:
         st = txn.state
-        current = [reresolve(st, track, scope, m, keys, t)
-                   for m, t in zip(matches, targets, strict=False)]
+        current = [reresolve(st, q, t)
+                   for q, t in zip(searches, targets, strict=False)]
         core.check_budget(st, track, scope, utf16_len(text) - sum(t.size for t in current))
         entry = spec.make(w, created_at(st))
         removed = [core.protocol(t) for t in current]

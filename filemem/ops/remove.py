@@ -17,9 +17,8 @@ from filemem.ops.base import (
     match_of,
     obj,
     reresolve,
-    target_keys,
+    search_for,
 )
-from filemem.rules import matching
 from filemem.session import Writer
 from filemem.store.auditlog import row
 from filemem.store.transaction import Transaction
@@ -45,15 +44,15 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
     inp = obj(input)
     track, scope = layer(inp)
     match = match_of(inp.get("match"))
-    keys = target_keys(inp, w, scope)
+    search = search_for(inp, w, track, scope, match)
     state = core.checked()
-    target = matching.resolve(state.layer(track, scope), track, scope, match, *keys)
+    target = core.resolve(state, search)
     core.ensure_writable(state, [target])
     payload: Payload = {"action": "remove", "track": track, "scope": scope,
                         "text": target.text, "source": target.source}
 
     def apply(txn: Transaction, decision: Decision) -> AddResult:
-        current = reresolve(txn.state, track, scope, match, keys, target)
+        current = reresolve(txn.state, search, target)
         removed = core.protocol(current)
         txn.commit(deletes=[current], rows=[row(
             "remove", track=track, scope=scope, entry_id=current.id, text=current.text,

@@ -19,10 +19,9 @@ from filemem.ops.base import (
     match_of,
     obj,
     reresolve,
+    search_for,
     source_of,
-    target_keys,
 )
-from filemem.rules import matching
 from filemem.session import Writer
 from filemem.store.auditlog import row
 from filemem.store.transaction import Transaction
@@ -54,9 +53,9 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
     tags = None if raw_tags is None else tuple(normalize_tags(raw_tags))
     source = source_of(inp)
     match = match_of(inp.get("match"))
-    keys = target_keys(inp, w, scope)
+    search = search_for(inp, w, track, scope, match)
     state = core.checked()
-    target = matching.resolve(state.layer(track, scope), track, scope, match, *keys)
+    target = core.resolve(state, search)
     core.check_budget(state, track, scope, utf16_len(text) - target.size)
     core.ensure_writable(state, [target])
     payload: Payload = {"action": "replace", "track": track, "scope": scope,
@@ -65,7 +64,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
 
     def apply(txn: Transaction, decision: Decision) -> ReplaceResult:
         st = txn.state
-        current = reresolve(st, track, scope, match, keys, target)
+        current = reresolve(st, search, target)
         core.check_budget(st, track, scope, utf16_len(text) - current.size)
         new = current.revised(
             text=text, tags=current.tags if tags is None else tags,

@@ -1,6 +1,8 @@
 """``seed`` and ``import``: many new entries, one approval, one commit. ``import`` is the
 same write for entries converted from another tool's memory (an adapter's output, or a
-``memory-export-v1`` envelope), recorded and described as an import."""
+``memory-export-v1`` envelope), recorded and described as an import. An import's entry may
+carry ``meta``, another tool's data for its file (``x-<name>`` keys: an adapter's round-trip
+metadata); the protocol's own fields and rules are the same."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
         if not isinstance(inputs, list) or not inputs:
             raise errors.invalid_input("seed requires a non-empty entry list")
         check_batch(len(inputs), verb)
-        specs = [new_entry(i, w) for i in inputs]
+        specs = [new_entry(i, w, with_meta=verb == "import") for i in inputs]
         additions: dict[tuple[str, str], int] = {}
         for s in specs:
             additions[(s.track, s.scope)] = additions.get((s.track, s.scope), 0) + s.size

@@ -24,7 +24,8 @@ from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, remotes, sync, watch
+from filemem.owner import handedits, history, imports, remotes, sync, watch
+from filemem.owner.filemerge import Prefer
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
@@ -34,6 +35,7 @@ from filemem.session import writer_of
 from filemem.store.auditlog import row
 from filemem.store.names import private_files
 from filemem.store.pending import Record, approved_by, rejected_by
+from filemem.types import OwnerImportResult
 
 
 class OwnerApproval:
@@ -58,6 +60,7 @@ def _approve(provider: Provider, pending_id: str) -> dict[str, Any]:
     changed since it was staged, the budget filled up) it stays pending and the error is
     raised; `filemem reject` drops it.
     """
+    provider.store.refuse_unfinished_git()  # before the claim: it stays pending as it is
     store = provider.store.pending
     record = store.claim(pending_id)
     try:
@@ -72,6 +75,7 @@ def _approve(provider: Provider, pending_id: str) -> dict[str, Any]:
 def _reject(provider: Provider, pending_id: str, reason: str | None = None) -> Record:
     """Drop a pending write; leaves an ``<action>-denied`` audit row saying the owner
     rejected it."""
+    provider.store.refuse_unfinished_git()  # its denied row would be a commit
     store = provider.store.pending
     record = store.claim(pending_id)
     payload = record["payload"]
@@ -127,17 +131,47 @@ class Owner:
         """Drop a pending write, leaving an ``<action>-denied`` audit row."""
         return _reject(self.provider, pending_id, reason)
 
+    # ------------------------------------------------------------ imports
+
+    def import_entries(self, inputs: Any, write: Any, *, keep_duplicates: bool = False,
+                       adapter_id: str | None = None) -> OwnerImportResult:
+        """Import another tool's entries (an adapter's output) in one approval and one
+        commit, skipping those whose text is already in the same layer, or earlier in the
+        same import, and (with ``adapter_id``) memories that adapter imported before in the
+        version given, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
+        return imports.import_entries(self.provider, inputs, write,
+                                      keep_duplicates=keep_duplicates, adapter_id=adapter_id)
+
     # ------------------------------------------------------------ hand edits
 
     def status(self, *, budget_check: bool = True) -> list[Change]:
         """Uncommitted changes in the working tree, each with why it cannot be adopted."""
         return handedits.status(self._store, budget_check=budget_check)
 
+    def git_operation(self) -> handedits.InProgress | None:
+        """The git merge, rebase, cherry-pick, revert, ``git am`` or bisect unfinished in
+        the store (writes are refused until it is finished or aborted), or None."""
+        return handedits.in_progress(self._store)
+
+    def refuse_unfinished_git(self) -> None:
+        """GitOperationInProgress if :meth:`git_operation` finds one: adopt, discard,
+        approve, reject and sync refuse to run then (they check it themselves too)."""
+        self._store.refuse_unfinished_git()
+
+    def invalid(self, changes: list[Change] | None = None) -> list[Change]:
+        """The files committed invalid at HEAD, each with its STORE_CORRUPT error (``at_head``:
+        the file, the commit that brought it, the way out); one of ``changes`` (from
+        :meth:`status`) if the working tree already changes it. Agents' reads and writes
+        fail until they are mended; the owner's commands keep working."""
+        return handedits.invalid(self._store, changes)
+
     def changes(self, paths: Iterable[str] | None = None, *,
                 budget_check: bool = True) -> list[Change]:
         """The changes at ``paths`` (default: all); budgets checked for exactly those."""
-        picked = handedits.select(handedits.status(self._store, budget_check=False),
-                                  self._store.root, paths)
+        changes = handedits.status(self._store, budget_check=False)
+        unchanged = [] if paths is None else \
+            [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
+        picked = handedits.select(changes, self._store.root, paths, unchanged)
         if budget_check:
             handedits.check_budgets(self._store, picked)
         return picked
@@ -193,8 +227,11 @@ class Owner:
     def remove_remote(self, name: str) -> Remote:
         return remotes.remove_remote(self._store, name)
 
-    def sync(self, name: str | None = None, *, progress: Progress | None = None) -> SyncResult:
-        return sync.sync(self._store, name, progress=progress)
+    def sync(self, name: str | None = None, *, progress: Progress | None = None,
+             keep_config: Prefer | None = None) -> SyncResult:
+        """Fetch, integrate, push. ``keep_config`` ("local" or "remote") decides the keys of
+        filemem.yaml both sides changed differently (otherwise CONFIG_CONFLICT)."""
+        return sync.sync(self._store, name, progress=progress, keep_config=keep_config)
 
     # ------------------------------------------------------------ watching
 
@@ -231,5 +268,5 @@ def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
     return sync.clone(url, path, progress=progress)
 
 
-__all__ = ["Change", "Owner", "OwnerApproval", "Remote", "Report", "SyncResult", "clone",
+__all__ = ["Change", "Owner", "OwnerApproval", "Prefer", "Remote", "Report", "SyncResult", "clone",
            "make_export_folder", "normalize_url", "write_export"]

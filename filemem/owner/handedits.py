@@ -6,6 +6,10 @@ change until the owner adopts it: :func:`status` lists edited, added and deleted
 :func:`adopt` validates the chosen changes, fills in what a hand-written file leaves out
 (id, front-matter, version, timestamps), checks budgets and commits them as one commit with
 ``edit`` audit rows; :func:`discard` puts files back as they are at HEAD.
+
+While a git merge, rebase, ... is unfinished in the store (:func:`in_progress`), its files
+are git's work, not hand edits: status says so (a conflicted file has conflict markers, not
+"invalid YAML"), and adopt and discard are refused until it is finished or aborted.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ from typing import Any, Final
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import Config
-from filemem.files import codec, worktree
+from filemem.files import codec, gitstate, worktree
 from filemem.files.codec import CodecError
-from filemem.files.gitindex import hash_blob
+from filemem.files.gitindex import GitIndex, hash_blob
+from filemem.files.gitstate import Unfinished
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
+    NOT_AN_ENTRY,
     SHARED_DIR,
     TOP_FILES,
     entry_path,
     id_from_path,
+    is_editor_file,
     is_entry_path,
     key_dir,
 )
@@ -52,12 +59,14 @@ class Change:
     """One file that differs from HEAD."""
 
     path: str  # store-relative, POSIX
-    kind: str  # "edited" | "added" | "deleted"
+    kind: str  # "edited" | "added" | "deleted"; "invalid": committed so, not changed since
     before: Entry | None = None  # the entry at HEAD (edited, deleted)
     after: Entry | None = None  # what adopting would commit (edited, added)
     problem: str | None = None  # why it cannot be adopted
     data: bytes | None = field(default=None, repr=False)  # the working-tree bytes
     target: str | None = None  # where the adopted entry's file goes (added: may differ)
+    conflict: bool = False  # git left it unmerged, or it holds conflict markers
+    at_head: errors.ProtocolError | None = None  # STORE_CORRUPT: the file is invalid at HEAD
 
     @property
     def is_entry(self) -> bool:
@@ -76,12 +85,66 @@ class Change:
             out["entry"] = self.after.to_protocol()
         if self.target is not None and self.target != self.path:
             out["moveTo"] = self.target
+        if self.conflict:
+            out["conflict"] = True
+        if self.at_head is not None:
+            out["invalidAtHead"] = self.at_head.to_dict()
         return out
 
 
+@dataclass(frozen=True)
+class InProgress:
+    """A git operation unfinished in the store, as ``filemem status`` tells it: ``op``
+    (which, what shows it, the ways out), ``conflicts`` (the files git left unmerged) and
+    ``entries`` (the entry at HEAD of each conflicted entry file)."""
+
+    op: Unfinished
+    conflicts: list[str]
+    entries: dict[str, Entry]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operation": self.op.kind, "marker": self.op.marker,
+                "conflicts": [{"path": p, **({"id": self.entries[p].id}
+                                             if p in self.entries else {})}
+                              for p in self.conflicts],
+                "waysOut": self.op.ways_out}
+
+
+def in_progress(store: Store) -> InProgress | None:
+    """The git merge, rebase, ... unfinished in the store, or None."""
+    op = gitstate.unfinished(store.git.git_dir)
+    if op is None:
+        return None
+    state = store.state()
+    by_path = {p: state.entries[i] for i, p in state.paths.items()}
+    unmerged = store.index().unmerged()
+    return InProgress(op, unmerged, {p: by_path[p] for p in unmerged if p in by_path})
+
+
+def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None:
+    """Say what git, not a person, left in the working tree: a file with conflicts (git
+    left it unmerged, or conflict markers are in it), and during an unfinished merge,
+    rebase, ... the other files it changed, which its `git commit` takes in."""
+    op = gitstate.unfinished(store.git.git_dir)
+    unmerged = set(index.unmerged())
+    for c in changes:
+        if c.path in unmerged or (c.data is not None and gitstate.has_conflict_markers(c.data)):
+            c.conflict = True
+            c.problem = (f"it has git conflict markers (<<<<<<< ... >>>>>>>) from the "
+                         f"unfinished {op.label}: resolve them and finish the {op.label} "
+                         "with git, not with adopt"
+                         if op is not None else
+                         "it has git conflict markers (<<<<<<< ... >>>>>>>): keep the text "
+                         "you want, delete those lines, then adopt it")
+        elif op is not None:
+            c.problem = (f"part of the unfinished {op.label}, which commits it when it "
+                         "is finished")
+
+
 def _working_files(store: Store) -> set[str]:
-    """Files under the track folders of the working tree, except temp files and what git
-    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file)."""
+    """Files under the track folders of the working tree, except temp files, editors' files
+    (:data:`~filemem.files.layout.EDITOR_FILES`) and what git ignores (``.gitignore``,
+    ``.git/info/exclude``, the global excludes file)."""
     from dulwich.ignore import IgnoreFilterManager
 
     root = store.root
@@ -94,7 +157,8 @@ def _working_files(store: Store) -> set[str]:
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             for name in files:
                 path = f"{rel}/{name}"
-                if name.endswith(worktree.TMP_SUFFIX) or ignored.is_ignored(path):
+                if name.endswith(worktree.TMP_SUFFIX) or is_editor_file(path) \
+                        or ignored.is_ignored(path):
                     continue
                 found.add(path)
     return found
@@ -217,8 +281,7 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         if data is None:
             continue
         if not path.endswith(".md"):
-            changes.append(Change(path, "added", problem="not an entry file (entries end in "
-                                                          ".md)", data=data))
+            changes.append(Change(path, "added", problem=NOT_AN_ENTRY, data=data))
             continue
         entry, target, problem = _adoptable(state, path, data, None, now)
         if entry is not None and entry.id in moved:
@@ -245,7 +308,27 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         changes.append(Change(path, kind, problem=problem, data=data))
     if budget_check:
         _check_budgets(state, state.config or Config(), changes)
+    _mark_git_work(store, index, changes)
     return changes
+
+
+def invalid(store: Store, changes: list[Change] | None = None) -> list[Change]:
+    """The files committed invalid at HEAD (what makes agents' reads and writes fail with
+    STORE_CORRUPT), each with that error: the file, the commit that brought it and the way
+    out. Kind ``invalid`` for a file unchanged since; a file already changed in the working
+    tree (one of ``changes``, from :func:`status`) is that change, marked ``at_head``."""
+    state = store.state()
+    changed = {c.path: c for c in changes or ()}
+    found = []
+    for problem in store.invalid.problems(state):
+        path = str(problem.details["file"])
+        change = changed.get(path)
+        if change is None:
+            change = Change(path, "invalid", problem="it is committed as it is; fix it in the "
+                            "working tree, or undo the commit that brought it (see the error)")
+        change.at_head = problem
+        found.append(change)
+    return found
 
 
 def check_budgets(store: Store, changes: list[Change]) -> None:
@@ -276,11 +359,15 @@ def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
                              f"needs {used}/{limit} chars; shorten or remove entries first")
 
 
-def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> list[Change]:
+def select(changes: list[Change], root: str, paths: Iterable[str] | None,
+           unchanged: Iterable[Change] = ()) -> list[Change]:
     """The changes named by ``paths`` (absolute, store-relative or relative to the current
-    folder; a folder selects what is under it); all of them when ``paths`` is None."""
+    folder; a folder selects what is under it); all of them when ``paths`` is None. When
+    they name none, the error says whether they name files that are invalid at HEAD but
+    ``unchanged`` (from :func:`invalid`), and what mends those."""
     if paths is None:
         return changes
+    paths = list(paths)
 
     def under(rel: str) -> list[Change]:
         return [c for c in changes
@@ -302,8 +389,20 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
                 break
         if found is None and all(os.path.relpath(r, root).startswith("..") for r in readings):
             raise errors.invalid_input(f"{p} is not inside the store {root}")
+        if found is None and is_editor_file(p.replace(os.sep, "/")):
+            raise errors.invalid_input(
+                f"{p} is an editor's swap, backup or temporary file, not an entry: filemem "
+                "leaves it alone; delete it yourself once no editor has the file open")
         picked += [c for c in found or () if c not in picked]
     if not picked:
+        given = {os.path.relpath(full, root).replace(os.sep, "/") for p in paths
+                 for full in (os.path.abspath(p), os.path.join(root, p))}
+        for c in unchanged:
+            if c.path in given and c.at_head is not None:
+                raise errors.invalid_input(
+                    f"nothing to do for {c.path}: it is as it was committed, and that is "
+                    f"invalid ({c.at_head.details.get('reason')}); mend it first: "
+                    f"{c.at_head.details.get('wayOut')}")
         raise errors.invalid_input(
             f"nothing to do for {', '.join(paths)}: no uncommitted change there "
             "(see `filemem status`)")
@@ -311,7 +410,9 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None) -> lis
 
 
 def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
-    """Commit the chosen hand edits as one commit with ``edit`` audit rows."""
+    """Commit the chosen hand edits as one commit with ``edit`` audit rows (refused while
+    a git merge, rebase, ... is unfinished: its files are git's work in progress)."""
+    store.refuse_unfinished_git()
     def attempt(txn: Transaction) -> list[Change]:
         changes = select(status(store, budget_check=False), store.root, paths)
         _check_budgets(txn.state, txn.state.config or Config(), changes)
@@ -386,7 +487,10 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
 
 
 def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
-    """Put the chosen files back as they are at HEAD (a file added by hand is deleted)."""
+    """Put the chosen files back as they are at HEAD (a file added by hand is deleted).
+    Refused while a git merge, rebase, ... is unfinished: putting a conflicted file back
+    would quietly resolve git's conflict (`git merge --abort` is the way to undo one)."""
+    store.refuse_unfinished_git()
     with store.locked(), private_files():
         changes = select(status(store), store.root, paths)
         state = store.state()
@@ -418,4 +522,5 @@ def sizes(change: Change) -> tuple[int, int]:
     return before, after
 
 
-__all__ = ["Change", "adopt", "check_budgets", "discard", "select", "sizes", "status"]
+__all__ = ["Change", "InProgress", "adopt", "check_budgets", "discard", "in_progress",
+           "invalid", "select", "sizes", "status"]

@@ -10,6 +10,12 @@ changes it to that text and the next version, a ``remove`` deletes it, a denial 
 nothing, ...), every row's claim holds, the replayed entries equal the entries at HEAD,
 and every entry at HEAD is valid. Commits made outside filemem (a person's own ``git
 commit``, a merge) are reported as such, not failed; replay continues from their tree.
+
+History is a graph, not a line: each commit is replayed from its first parent's replay,
+so the two lines a ``filemem sync`` merge joins are each replayed on their own. A sync
+merge's tree is recomputed from its two parents (:func:`filemem.owner.merge.check_commit`);
+when it matches, the replay takes the merge's changes as they are, and the merged-in
+line's replay must agree with that parent's entries.
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from filemem import ops
 from filemem.files import codec
 from filemem.files.codec import CodecError
 from filemem.files.gitrepo import CommitInfo
-from filemem.files.layout import id_from_path, is_entry_path
+from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
-from filemem.ops.base import Changes
+from filemem.ops.base import Changes, Replayed
 from filemem.owner import handedits, merge
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
@@ -138,13 +144,6 @@ class Report:
                 "entriesAtHead": self.entries, "problems": self.problems}
 
 
-class _Replay:
-    """The entries the audited history has produced so far: id -> (text, version)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, tuple[str, int]] = {}
-
-
 def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
     if blob not in cache:
         try:
@@ -158,19 +157,26 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
                   cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries."""
+    and what it did to entries. A row about a file written before entry files had a final
+    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
+    so the replay that follows agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
     deleted: dict[str, Entry] = {}
     others: list[str] = []
     unreadable_deleted: list[str] = []
+    files: dict[str, str] = {}  # entry id -> the blob its row speaks of (new, else old)
     for path, old, new in changes:
         if not is_entry_path(path):
             others.append(path)
             continue
         before = _decoded(store, old, cache) if old else None
         after = _decoded(store, new, cache) if new else None
+        if before is not None and old is not None:
+            files.setdefault(before.id, old)
+        if after is not None and new is not None:
+            files[after.id] = new
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
             continue
@@ -186,6 +192,7 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     claimed: set[str] = set()
     actions = {r["action"] for r in rows}
     done = Changes(added, modified, deleted)
+    rows[:] = [_as_read_now(store, r, files.get(str(r.get("entryId") or ""))) for r in rows]
     for r in rows:
         action, eid = r["action"], r.get("entryId")
         rule = ROW_RULES.get(action)
@@ -212,22 +219,61 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     return problems, done
 
 
+def _as_read_now(store: Store, r: AuditRow, blob: str | None) -> AuditRow:
+    """``r`` with the text its file reads as today, where the file was written before entry
+    files had a final newline and its text ended in one (see :func:`codec.legacy_text`):
+    the row recorded the text that was approved, and the same bytes now read as that text
+    without its last newline. Any other row as it is."""
+    text = r.get("text")
+    if blob is None or not isinstance(text, str) or not text.endswith("\n"):
+        return r
+    data = store.git.read_blob(blob)
+    if codec.legacy_text(data) != text:
+        return r
+    return {**r, "text": codec.decode(data).entry.text}
+
+
+class _Replay:
+    """The entries the audited history has produced at one commit: id -> (text, version),
+    and the file of each id (when the same id is in two files, the first in path order is
+    the entry, as for a read)."""
+
+    def __init__(self, entries: Replayed | None = None,
+                 where: dict[str, str] | None = None) -> None:
+        self.entries: Replayed = entries if entries is not None else {}
+        self.where: dict[str, str] = where if where is not None else {}
+
+    def copy(self) -> _Replay:
+        return _Replay(dict(self.entries), dict(self.where))
+
+
 def _apply(replay: _Replay, store: Store, changes: list[tuple[str, str | None, str | None]],
            cache: dict[str, Entry | None]) -> list[str]:
-    """Take a commit made outside filemem as it is; returns the audited entries it drops."""
+    """Take a commit made outside filemem (or a sync merge, whose tree verify recomputed)
+    as it is (an invalid file, or one in the wrong
+    place, is no entry, as for a read); returns the audited entries it deletes. One it
+    leaves in an invalid file (bad YAML, moved to a wrong folder) is not deleted: while the
+    file is invalid at HEAD that is reported on its own, and a fix brings the entry back."""
     before_ids = set(replay.entries)
-    for path, old, new in changes:
-        if not is_entry_path(path):
-            continue
-        if old is not None:
-            before = _decoded(store, old, cache)
-            if before is not None and replay.entries.get(before.id) is not None:
-                replay.entries.pop(before.id, None)
-        if new is not None:
-            after = _decoded(store, new, cache)
-            if after is not None:
-                replay.entries[after.id] = (after.text, after.version)
-    return sorted(before_ids - set(replay.entries))
+    spoiled: set[str] = set()
+    files = [(path, _decoded(store, old, cache) if old is not None else None, new)
+             for path, old, new in changes if is_entry_path(path)]
+    for path, before, _new in files:  # every old version first: a file may move
+        if before is not None and replay.where.get(before.id, path) == path:
+            replay.entries.pop(before.id, None)
+            replay.where.pop(before.id, None)
+    for path, before, new in files:
+        after = _decoded(store, new, cache) if new is not None else None
+        if after is not None and path_problem(path, after) is None:
+            if replay.where.get(after.id, path) < path and after.id in replay.entries:
+                continue  # the same id again, after its file: not the entry
+            replay.entries[after.id] = (after.text, after.version)
+            replay.where[after.id] = path
+        elif after is not None:
+            spoiled.add(after.id)
+        elif before is not None and new is not None:
+            spoiled.add(before.id)
+    return sorted(before_ids - set(replay.entries) - spoiled)
 
 
 def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
@@ -236,17 +282,104 @@ def _apply_rows(replay: _Replay, rows: list[AuditRow], done: Changes) -> None:
         rule = ROW_RULES.get(r["action"])
         if rule is not None:
             rule.replay(r, replay.entries, done)
+    for eid in done.deleted:
+        replay.where.pop(eid, None)
+    for e in [*done.added.values(), *(after for _b, after in done.modified.values())]:
+        replay.where[e.id] = entry_path(e)  # filemem writes an entry where it belongs
+
+
+class _Branches:
+    """The entries the audited history has produced, per commit: each commit's replay
+    starts from its first parent's, so two lines of history merged by a sync are replayed
+    each on its own. A commit's replay is kept only while a child still needs it."""
+
+    def __init__(self, commits: list[CommitInfo]) -> None:
+        self.waiting: dict[str, int] = {}
+        for info in commits:
+            for parent in info.parents:
+                self.waiting[parent] = self.waiting.get(parent, 0) + 1
+        self.done: dict[str, _Replay] = {}
+
+    def start(self, info: CommitInfo) -> _Replay:
+        """The replay a commit starts from: its first parent's (a copy, entries and files,
+        if another child still needs it)."""
+        if not info.parents:
+            return _Replay()
+        first = info.parents[0]
+        self.waiting[first] -= 1
+        if self.waiting[first] == 0:
+            return self.done.pop(first, None) or _Replay()
+        kept = self.done.get(first)
+        return kept.copy() if kept is not None else _Replay()
+
+    def peek(self, sha: str) -> Replayed:
+        """What the history gave at ``sha``, a parent of the commit being replayed."""
+        kept = self.done.get(sha)
+        return kept.entries if kept is not None else {}
+
+    def finish(self, info: CommitInfo, replay: _Replay) -> None:
+        """Keep a commit's replay for its children; release its other parents'."""
+        for other in info.parents[1:]:
+            self.waiting[other] -= 1
+            if self.waiting[other] == 0:
+                self.done.pop(other, None)
+        if self.waiting.get(info.sha, 0) > 0:
+            self.done[info.sha] = replay
+
+
+def _tree_entries(store: Store, tree: str, cache: dict[str, Entry | None]) -> Replayed:
+    """The entries of a tree as a read sees them: a valid file in its place; the same id
+    twice, the first in path order."""
+    out: Replayed = {}
+    for path, _mode, blob in sorted(store.git.walk(tree)):
+        if is_entry_path(path):
+            entry = _decoded(store, blob, cache)
+            if entry is not None and path_problem(path, entry) is None \
+                    and entry.id not in out:
+                out[entry.id] = (entry.text, entry.version)
+    return out
+
+
+def _mismatch(where: str, at: Replayed, replayed: Replayed,
+              paths: dict[str, str]) -> str | None:
+    """The problem when the entries of a commit (``at``) are not what replaying the
+    audited history gave (``replayed``), with the entries named and the way to look and
+    repair; None if they agree."""
+    if at == replayed:
+        return None
+    extra = sorted(at.keys() - replayed.keys())
+    missing = sorted(replayed.keys() - at.keys())
+    differ = sorted(k for k in at.keys() & replayed.keys() if at[k] != replayed[k])
+    named = [f"{k} is version {at[k][1]} at {where} but version {replayed[k][1]} in the "
+             "audited history" if at[k][1] != replayed[k][1] else
+             f"{k} has another text at {where} than in the audited history" for k in differ[:3]]
+    named += [f"{k} is at {where} without an audit row adding it" for k in extra[:3]]
+    named += [f"{k} was deleted without an audit row removing it" for k in missing[:3]]
+    first = (differ + extra + missing)[:1]
+    look = (f"`git log -p -- {paths[first[0]]}` shows the commits that changed that file"
+            if first and first[0] in paths else
+            "`git log -p` shows the commits that changed the entries")
+    if first:
+        look += f", and `filemem log --entry {first[0][:8]}` its audited versions"
+    return (f"replaying history does not give the entries at {where} ({len(extra)} extra, "
+            f"{len(missing)} missing, {len(differ)} differ: {'; '.join(named)}). "
+            f"{look}. To undo a change made without filemem, `git revert <that commit>`; "
+            "to keep it, write the text "
+            "you want with `filemem replace` (a new audited version)")
 
 
 def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
     """Replay the whole history; a :class:`Report` (``ok`` False on any real problem)."""
     report = Report()
-    replay = _Replay()
     cache: dict[str, Entry | None] = {}
     commits = commits_oldest_first(store)
+    branches = _Branches(commits)
     total = len(commits)
+    replay = _Replay()
+    removals: list[tuple[int, CommitInfo, list[str]]] = []  # (where in problems, commit, ids)
     for i, info in enumerate(commits):
         report.commits += 1
+        replay = branches.start(info)
         parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
         changes = list(store.git.diff(parent_tree, info.tree))
         try:
@@ -255,45 +388,85 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
             report.problems.append({"commit": info.sha, "problem":
                                     f"audit trailers do not parse: {exc}"})
             rows = []
-        if len(info.parents) > 1:
+        merging = len(info.parents) > 1
+        if merging:
             report.merges += 1
-        if rows is None or (len(info.parents) > 1 and not rows):
+        if rows is None or (merging and not rows):
             report.external.append({"commit": info.sha,
                                     "subject": info.message.split("\n", 1)[0]})
-        elif len(info.parents) > 1:
+            dropped = _external(store, info, replay, branches, changes, cache)
+            if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
+                removals.append((len(report.problems), info, dropped))
+        elif merging:
             report.filemem_commits += 1
             report.rows += len(rows)
-            for problem in merge.check_commit(store.git, info, rows):
-                report.problems.append({"commit": info.sha, "problem": problem})
+            _check_merge(store, info, rows, branches, cache, report)
+            _apply(replay, store, changes, cache)  # the recomputed merge: take its tree
         else:
             report.filemem_commits += 1
             report.rows += len(rows)
             problems, done = _check_commit(store, info, rows, changes, cache)
-            for problem in problems:
-                report.problems.append({"commit": info.sha, "problem": problem})
+            sha = info.sha[:12]
+            for problem in problems:  # trailers that do not match the commit: not filemem's
+                report.problems.append({"commit": info.sha, "problem": (
+                    f"{problem} (`git show {sha}` shows the commit: its audit rows do not "
+                    "describe what it changed, so it was made or altered outside filemem. "
+                    f"`git revert {sha}` undoes its change; this finding stays in the "
+                    "report as the record of that commit)")})
             _apply_rows(replay, rows, done)
-            if progress is not None:
-                progress(i + 1, total)
-            continue
-        dropped = _apply(replay, store, changes, cache)  # outside filemem: take its tree
-        if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-            report.problems.append({"commit": info.sha, "problem": (
-                f"this commit, made outside filemem, removes {len(dropped)} audited "
-                f"entr{'y' if len(dropped) == 1 else 'ies'} ({', '.join(dropped)}); if you "
-                "did not mean to delete them, `git revert " + info.sha[:12] + "` brings them "
-                "back (to delete entries on purpose, delete their files and `filemem adopt`)")})
+        branches.finish(info, replay)
         if progress is not None:
             progress(i + 1, total)
     state = store.state()
     report.entries = len(state.entries)
-    for path, reason in sorted(state.corrupt.items()):
-        report.problems.append({"commit": state.head, "problem": f"{path}: {reason}"})
+    for at, removing, dropped in reversed(removals):  # one since brought back is no problem
+        lost = [eid for eid in dropped if eid not in state.entries]
+        if lost:
+            report.problems.insert(at, {"commit": removing.sha,
+                                        "problem": _removal(removing, lost)})
+    for bad in store.invalid.problems(state):  # the file, its commit and the way out
+        report.problems.append({"commit": str(bad.details.get("commit") or state.head),
+                                "problem": bad.message})
     at_head = {e.id: (e.text, e.version) for e in state.entries.values()}
-    if at_head != replay.entries:
-        missing = at_head.keys() ^ replay.entries.keys()
-        differ = [k for k in at_head.keys() & replay.entries.keys()
-                  if at_head[k] != replay.entries[k]]
-        report.problems.append({"commit": state.head, "problem":
-                                f"replaying history does not give the entries at HEAD "
-                                f"({len(missing)} missing or extra, {len(differ)} differ)"})
+    found = _mismatch("HEAD", at_head, replay.entries, dict(state.paths))
+    if found is not None:
+        report.problems.append({"commit": state.head, "problem": found})
     return report
+
+
+def _check_merge(store: Store, info: CommitInfo, rows: list[AuditRow], branches: _Branches,
+                 cache: dict[str, Entry | None], report: Report) -> None:
+    """A sync merge: its tree is the merge recomputed from its parents, and the other line
+    of history, replayed on its own, agrees with the parent the merge took in."""
+    problems = merge.check_commit(store.git, info, rows)
+    for problem in problems:
+        report.problems.append({"commit": info.sha, "problem": problem})
+    if problems:
+        return
+    for other in info.parents[1:]:
+        other_tree = store.git.commit(other).tree
+        found = _mismatch(f"commit {other[:12]} (merged by {info.sha[:12]})",
+                          _tree_entries(store, other_tree, cache), branches.peek(other), {})
+        if found is not None:
+            report.problems.append({"commit": other, "problem": found})
+
+
+def _external(store: Store, info: CommitInfo, replay: _Replay, branches: _Branches,
+              changes: list[tuple[str, str | None, str | None]],
+              cache: dict[str, Entry | None]) -> list[str]:
+    """A commit made outside filemem is taken as it is; returns the audited entries it
+    deletes, but not those another parent of a merge (a `git pull`) had already removed."""
+    dropped = _apply(replay, store, changes, cache)
+    for other in info.parents[1:]:
+        theirs = branches.peek(other)
+        dropped = [k for k in dropped if k in theirs]
+    return dropped
+
+
+def _removal(info: CommitInfo, lost: list[str]) -> str:
+    """The problem of a commit made outside filemem that deletes audited entries."""
+    revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
+    return (f"this commit, made outside filemem, removes {len(lost)} audited "
+            f"entr{'y' if len(lost) == 1 else 'ies'} ({', '.join(lost)}); if you "
+            f"did not mean to delete them, `{revert}` brings them back (to delete "
+            "entries on purpose, delete their files and `filemem adopt`)")

@@ -10,13 +10,24 @@ separate files named by id, so adds on both sides merge cleanly. The conflict ru
   entry in its own layer (a new id derived from the old id and its content, version 1,
   created when that text was written).
 - removed on one side, changed on the other: the changed version is kept.
-- a non-entry file (``filemem.yaml``, ``README.md``, ...) changed on both sides: a
-  three-way line merge (the ``merge3`` package); if the changes overlap, the file is not
-  text, or the merged ``filemem.yaml`` would not be a valid configuration, the local
-  version is kept and the remote's is named (commit and blob) so nothing is lost.
+- ``filemem.yaml`` changed on both sides: merged key by key
+  (:func:`filemem.owner.filemerge.merge_yaml`). A key both sides changed differently is
+  never decided here: the plan lists it in ``Plan.config_conflicts`` and changes nothing
+  in the file, and the sync refuses, unless the owner chose ``keep_config="local"`` or
+  ``"remote"`` for such keys (one ``sync-conflict`` row per key).
+- another non-entry file (``README.md``, ``.gitignore``, ...) changed on both sides: a
+  three-way line merge (the ``merge3`` package); if the changes overlap or the file is not
+  text, the local version is kept and the remote's is named (commit and blob) so nothing
+  is lost.
+
+Two histories with no merge base (a store made apart joining the remote's): the files
+other than entries are merged against the version both stores were created with, where
+their first commits hold the same one (both made by ``filemem init`` from one template),
+so a budget set on one machine is taken, not fought over, when the other never changed it.
 
 Each resolution is a :class:`Conflict` (a ``sync-conflict`` audit row). The merge depends
-only on the two commits and their merge base, so ``filemem verify`` can recompute it.
+only on the two commits (their merge base, their first commits) and the owner's
+``keep_config`` choice, so ``filemem verify`` can recompute it.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from filemem.files import codec
 from filemem.files.gitrepo import BRANCH, CommitInfo, GitRepo, PendingObjects
 from filemem.files.layout import entry_path, id_from_path, is_entry_path
 from filemem.model import Entry, iso_ms
+from filemem.owner.filemerge import KeyConflict, Prefer, merge_yaml, same, shown, three_way
 from filemem.store.auditlog import row
 from filemem.store.names import CONFIG_FILE
 from filemem.types import AuditRow
@@ -47,24 +59,28 @@ Key = tuple[str, str]  # ("entry", id) or ("file", path): what the merge matches
 class Conflict:
     """One resolution the merge made; becomes a ``sync-conflict`` audit row."""
 
-    kind: str  # both-changed | removed-vs-changed | file
+    kind: str  # both-changed | removed-vs-changed | file | config-key
     path: str
     kept: str  # local | remote | both
     message: str
     entry: Entry | None = None  # the entry as kept under its id
     new_entry_id: str | None = None
+    key: str | None = None  # config-key: the key of filemem.yaml, e.g. budgets.user.workspace
 
     def to_json(self) -> dict[str, Any]:
         e = self.entry
-        return {"kind": self.kind, "path": self.path, "entryId": e.id if e else None,
-                "track": e.track if e else None, "scope": e.scope if e else None,
-                "kept": self.kept, "newEntryId": self.new_entry_id, "message": self.message}
+        out = {"kind": self.kind, "path": self.path, "entryId": e.id if e else None,
+               "track": e.track if e else None, "scope": e.scope if e else None,
+               "kept": self.kept, "newEntryId": self.new_entry_id, "message": self.message}
+        if self.key is not None:
+            out["key"] = self.key
+        return out
 
     def row(self) -> AuditRow:
         e = self.entry
+        text = e.text if e else self.path if self.key is None else f"{self.path}: {self.key}"
         return row("sync-conflict", track=e.track if e else None, scope=e.scope if e else None,
-                   entry_id=e.id if e else None, text=e.text if e else self.path,
-                   outcome=self.message, source=SOURCE)
+                   entry_id=e.id if e else None, text=text, outcome=self.message, source=SOURCE)
 
 
 def merge_base(git: GitRepo, ours: str, theirs: str) -> str | None:
@@ -147,6 +163,9 @@ class Plan:
     changes: dict[str, bytes | None] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # other files taken or merged
     conflicts: list[Conflict] = field(default_factory=list)
+    # keys of filemem.yaml both sides changed differently, left undecided (no keep_config):
+    # filemem.yaml is then not in ``changes``, and the sync must not commit this plan
+    config_conflicts: list[KeyConflict] = field(default_factory=list)
 
     def take(self, before: Version | None, after: Version | None, data: bytes | None) -> None:
         """Make the local tree hold ``after`` where it held ``before``."""
@@ -160,12 +179,18 @@ class Plan:
 class _Merger:
     """Builds the entry-level merge of ``theirs`` into the local state (see module doc)."""
 
-    def __init__(self, git: GitRepo, ours_tree: str, remote: str, theirs: str) -> None:
-        self.git, self.ours_tree, self.remote, self.theirs = git, ours_tree, remote, theirs
+    def __init__(self, git: GitRepo, ours: str, remote: str, theirs: str,
+                 keep_config: Prefer | None, alike: bool = True) -> None:
+        self.git, self.remote, self.theirs = git, remote, theirs
+        self.ours, self.ours_tree = ours, git.commit(ours).tree
+        self.keep_config, self.alike = keep_config, alike
         self.plan = Plan()
+        self.created: dict[str, str] = {}  # path -> blob both stores were created with
 
     def run(self, base: str | None) -> Plan:
         base_tree = self.git.commit(base).tree if base else None
+        if base is None and self.alike:
+            self.created = created_alike(self.git, self.ours, self.theirs)
         ours = _side(self.git, base_tree, self.ours_tree, "the local branch")
         theirs = _side(self.git, base_tree, self.git.commit(self.theirs).tree,
                        f"{self.remote}/{BRANCH}")
@@ -256,11 +281,14 @@ class _Merger:
                 "file", path, "remote" if o is None else "local",
                 f"{path} {where}: kept the changed file"))
             return
-        base = self.git.read_blob(before[1]) if before else b""
+        if before is None and path in self.created:
+            before = (path, self.created[path])
+        base = self.git.read_blob(before[1]) if before else None
         mine, other = self.git.read_blob(o[1]), self.git.read_blob(t[1])
-        merged = three_way(base, mine, other)
-        if merged is not None and path == CONFIG_FILE and config_mod.problem(merged):
-            merged = None
+        if path == CONFIG_FILE:
+            self._config_conflict(base, mine, other)
+            return
+        merged = three_way(base or b"", mine, other)
         if merged is not None:
             if merged != mine:
                 self.plan.changes[path] = merged
@@ -271,61 +299,185 @@ class _Merger:
             f"{path} changed on both sides and the changes overlap: kept the local version; "
             f"{name}'s is blob {t[1][:12]} (`git show {self.theirs[:12]}:{path}`)"))
 
+    def _config_conflict(self, base: bytes | None, mine: bytes, other: bytes) -> None:
+        """filemem.yaml changed on both sides: key by key; keys changed differently on both
+        sides are left undecided (``config_conflicts``) unless ``keep_config`` decides."""
+        result = merge_yaml(base, mine, other, what=CONFIG_FILE,
+                            max_bytes=config_mod.CONFIG_MAX_BYTES, prefer=self.keep_config)
+        if result.text is not None and config_mod.problem(result.text) is not None:
+            result.problem = (f"the merged {CONFIG_FILE} would not be a valid configuration: "
+                              f"{config_mod.problem(result.text)}")
+        if result.problem is not None:  # never from two valid configurations; refuse
+            raise SyncError("CONFIG_CONFLICT", f"{CONFIG_FILE} changed on both sides and "
+                            f"cannot be merged ({result.problem}); nothing was changed. Make "
+                            f"it the same on both machines (`git show {self.theirs[:12]}:"
+                            f"{CONFIG_FILE}` is {self.remote}'s), commit it, and sync again")
+        if result.text is None:
+            self.plan.config_conflicts = result.conflicts
+            return
+        if result.text != mine:
+            self.plan.changes[CONFIG_FILE] = result.text
+        self.plan.files.append(CONFIG_FILE)
+        for c in result.conflicts:
+            kept = c.local if self.keep_config == "local" else c.remote
+            side = "this machine's" if self.keep_config == "local" else f"{self.remote}'s"
+            self.plan.conflicts.append(Conflict(
+                "config-key", CONFIG_FILE, str(self.keep_config),
+                f"{CONFIG_FILE} key {c.name} changed on both sides ({shown(c.local)} here, "
+                f"{shown(c.remote)} on {self.remote}): kept {side} {shown(kept)}, as the "
+                f"owner chose (filemem sync --keep-config {self.keep_config})", key=c.name))
 
-def merge_changes(git: GitRepo, ours: str, theirs: str) -> dict[str, bytes | None]:
+
+def created_alike(git: GitRepo, ours: str, theirs: str) -> dict[str, str]:
+    """The files other than entries that both histories' first commits hold alike (path ->
+    blob): what two stores made apart by ``filemem init`` both started from. Empty when
+    their first commits share no such file."""
+    mine = [_top_files(git, root) for root in _roots(git, ours)]
+    other = [_top_files(git, root) for root in _roots(git, theirs)]
+    out: dict[str, str] = {}
+    for a in mine:
+        for b in other:
+            for path, blob in sorted(a.items()):
+                if b.get(path) == blob:
+                    out.setdefault(path, blob)
+    return out
+
+
+def _roots(git: GitRepo, head: str) -> list[str]:
+    """The commits without parents that ``head`` descends from, sorted."""
+    roots: set[str] = set()
+    seen: set[str] = set()
+    stack = [head]
+    while stack:
+        sha = stack.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        parents = git.commit(sha).parents
+        if not parents:
+            roots.add(sha)
+        stack.extend(p for p in parents if p not in seen)
+    return sorted(roots)
+
+
+def _top_files(git: GitRepo, commit: str) -> dict[str, str]:
+    tree = git.commit(commit).tree
+    return {path: blob for path, _mode, blob in git.walk(tree) if not is_entry_path(path)}
+
+
+def merge_changes(git: GitRepo, ours: str, theirs: str,
+                  keep_config: Prefer | None = None) -> dict[str, bytes | None]:
     """The file changes a sync merge of commit ``theirs`` into commit ``ours`` makes on
-    top of ``ours`` (None deletes). The merge depends only on the two commits and their
-    merge base, so a checker (``filemem verify``) can recompute a ``sync-merge`` commit's
-    tree from its parents."""
-    return plan_merge(git, git.commit(ours).tree, "remote", merge_base(git, ours, theirs),
-                      theirs).changes
+    top of ``ours`` (None deletes). The merge depends only on the two commits (and the
+    owner's ``keep_config``), so a checker (``filemem verify``) can recompute a
+    ``sync-merge`` commit's tree from its parents."""
+    return plan_merge(git, ours, "remote", merge_base(git, ours, theirs), theirs,
+                      keep_config).changes
 
 
-def plan_merge(git: GitRepo, ours_tree: str, remote: str, base: str | None,
-               theirs: str) -> Plan:
+def plan_merge(git: GitRepo, ours: str, remote: str, base: str | None, theirs: str,
+               keep_config: Prefer | None = None, *, alike: bool = True) -> Plan:
     """The merge of commit ``theirs`` (from the remote named ``remote``, as conflict
-    messages call it) into the local tree ``ours_tree``, given their merge base."""
-    return _Merger(git, ours_tree, remote, theirs).run(base)
+    messages call it) into commit ``ours``, given their merge base; ``keep_config``
+    decides the keys of ``filemem.yaml`` both sides changed differently. ``alike``
+    False: no common creation as base for unrelated histories (how filemem merged
+    before; for ``filemem verify`` of such merges)."""
+    return _Merger(git, ours, remote, theirs, keep_config, alike).run(base)
 
 
-def three_way(base: bytes, mine: bytes, other: bytes) -> bytes | None:
-    """A line-based three-way merge of text files (``merge3``), or None if the changes
-    overlap or a file is not UTF-8 text."""
-    import merge3
+def _matches(git: GitRepo, ours_tree: str, changes: dict[str, bytes | None],
+             tree: str) -> list[str]:
+    """The paths where ``tree`` is not ``ours_tree`` with ``changes`` applied, compared by
+    what the files mean, not how they are written: ``filemem.yaml`` as data (its layout may
+    come from another ruamel version), an entry file as the entry it decodes to (a merge
+    made by a filemem that wrote entry files without a final newline, recomputed by one
+    that writes it)."""
+    built, _ = git.splice(ours_tree, changes, PendingObjects())
+    if built == tree:
+        return []
+    differ: list[str] = []
+    for path, made, got in git.diff(built, tree):
+        if made is None or got is None:
+            differ.append(path)
+            continue
+        # a path the changes did not touch holds ours' blob, which is in the store
+        expected = changes[path] if path in changes else git.read_blob(made)
+        if expected is None or not _same_file(path, expected, git.read_blob(got)):
+            differ.append(path)
+    return differ
 
+
+def _same_file(path: str, expected: bytes, got: bytes) -> bool:
+    """Whether two versions of one file mean the same to filemem."""
     try:
-        texts = [b.decode("utf-8") for b in (base, mine, other)]
-    except UnicodeDecodeError:
-        return None
-    if any("\0" in t for t in texts):
-        return None
-    lines = [t.splitlines(keepends=True) for t in texts]
-    out: list[str] = []
-    for group in merge3.Merge3(lines[0], lines[1], lines[2]).merge_groups():
-        if group[0] == "conflict":
-            return None
-        out.extend(group[1])
-    return "".join(out).encode("utf-8")
+        if path == CONFIG_FILE:
+            return same(config_mod.load_yaml(expected), config_mod.load_yaml(got))
+        if is_entry_path(path):
+            return codec.decode(expected).entry == codec.decode(got).entry
+    except Exception:  # an unreadable file is a difference
+        return False
+    return False
 
 
+def _merges(git: GitRepo, ours: str, theirs: str,
+            rows: list[AuditRow]) -> list[dict[str, bytes | None]]:
+    """Every merge ``filemem sync`` may have made of these two commits: this version's,
+    with each ``keep_config`` choice when keys of ``filemem.yaml`` conflict; and, as
+    earlier versions made it, without the common creation as base for unrelated histories,
+    and keeping the local ``filemem.yaml`` whole when a ``sync-conflict`` row says so."""
+    base = merge_base(git, ours, theirs)
+    kept_local = any(r["action"] == "sync-conflict" and r.get("text") == CONFIG_FILE
+                     for r in rows)
+    keeps: tuple[Prefer, ...] = ("local", "remote")
+    out: list[dict[str, bytes | None]] = []
+    for alike in ((True, False) if base is None else (True,)):
+        plan = plan_merge(git, ours, "remote", base, theirs, alike=alike)
+        if plan.config_conflicts:
+            out += [plan_merge(git, ours, "remote", base, theirs, keep, alike=alike).changes
+                    for keep in keeps]
+        else:
+            out.append(plan.changes)
+        if kept_local:
+            out.append({p: d for p, d in plan.changes.items() if p != CONFIG_FILE})
+    return out
 
 
 def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[str]:
     """``filemem verify`` of a merge commit: its rows are one ``sync-merge`` (and its
-    conflicts), and its tree is exactly the merge of its two parents, recomputed."""
+    conflicts), and its tree is exactly the merge of its two parents, recomputed (with the
+    owner's choice for ``filemem.yaml`` keys both sides changed, if the merge needed one;
+    a merge made before filemem merged ``filemem.yaml`` key by key may have kept the local
+    file whole, which its ``sync-conflict`` row says)."""
+    sha = info.sha[:12]
     if [r["action"] for r in rows if r["action"] not in ("sync-conflict",)] != ["sync-merge"] \
             or len(info.parents) != 2:
-        return ["a merge commit whose audit rows are not one sync-merge (and its conflicts)"]
+        return [f"merge commit {sha} does not carry the audit rows of a `filemem sync` merge "
+                "(one sync-merge row and its sync-conflict rows): it was made or rewritten "
+                f"by other means; `git show {sha}` shows it. If its changes are not wanted, "
+                f"`git revert -m 1 {sha}` undoes them"]
     ours, theirs = info.parents
+    ours_tree = git.commit(ours).tree
     try:
-        changes = merge_changes(git, ours, theirs)
-        tree, _ = git.splice(git.commit(ours).tree, changes, PendingObjects())
+        options = _merges(git, ours, theirs, rows)
+        differ: list[str] = []
+        for changes in options:  # the first that matches, else the nearest miss
+            found = _matches(git, ours_tree, changes, info.tree)
+            if not found:
+                differ = []
+                break
+            if not differ or len(found) < len(differ):
+                differ = found
     except Exception as exc:  # a merge that cannot be recomputed is a finding, not a crash
-        return [f"the sync merge cannot be recomputed from its parents: {exc}"]
-    if tree != info.tree:
-        return ["the merge commit's tree is not the merge of its two parents"]
+        return [f"the sync merge {sha} cannot be recomputed from its parents ({exc}); "
+                f"`git show {sha}` shows it"]
+    if differ:
+        shown_paths = ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "")
+        return [f"merge commit {sha}'s tree is not what `filemem sync` makes from its two "
+                f"parents ({len(differ)} file(s) differ: {shown_paths}): it was changed by "
+                f"other means; `git show --first-parent {sha}` shows what it changed. If that "
+                f"is not wanted, `git revert -m 1 {sha}` undoes it"]
     return []
 
 
-__all__ = ["Conflict", "Plan", "check_commit", "merge_base", "merge_changes", "plan_merge",
-           "three_way"]
+__all__ = ["Conflict", "KeyConflict", "Plan", "check_commit", "created_alike", "merge_base",
+           "merge_changes", "plan_merge", "three_way"]

@@ -5,6 +5,11 @@ transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch on
 objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
 ``main``. A remote reached as a local path is checked first (never a working store) and a
 ref lock or temporary pack that a killed push left there is cleared.
+
+git's own commands work beside filemem's (:func:`ensure_tracking`): the branch's upstream
+(``branch.main.remote`` / ``merge``) is the remote ``filemem sync`` uses by default, and
+``pull.rebase = false``, so a plain ``git pull`` merges (never rebases the audit commits,
+nor stops at git's "divergent branches" hint) and a plain ``git push`` pushes ``main``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def add_remote(store: Store, name: str, url: str) -> Remote:
                                              f"({existing[name].url}); remove it first with "
                                              f"`filemem remote remove {name}`")
         write_remote(store.git, remote)
+        ensure_tracking(store.git)
     return remote
 
 
@@ -110,7 +116,61 @@ def remove_remote(store: Store, name: str) -> Remote:
         prefix = f"refs/remotes/{name}/".encode()
         for ref in list(refs.keys(base=prefix)):
             refs.remove_if_equals(prefix + ref, None)
+        ensure_tracking(store.git)  # as `git remote remove`: the upstream goes with it
     return found
+
+
+_BRANCH_SECTION: Final = (b"branch", BRANCH.encode())
+
+
+def upstream(git: GitRepo) -> str | None:
+    """The remote ``git pull`` and ``git push`` use for ``main`` (``branch.main.remote``)."""
+    with contextlib.suppress(KeyError):
+        return git.repo.get_config().get(_BRANCH_SECTION, b"remote").decode("utf-8", "replace")
+    return None
+
+
+def ensure_tracking(git: GitRepo) -> None:
+    """Set up what git's own ``git pull`` and ``git push`` need in the store, as ``git clone``
+    does: ``main``'s upstream is the remote ``filemem sync`` would pick with no argument (kept
+    if it already names a remote that exists; dropped with the remote it named), and
+    ``pull.rebase = false`` unless the store's own config already says how to pull
+    (``pull.rebase`` or ``pull.ff``): a pull merges, as ``filemem sync`` does, instead of
+    rewriting the audit commits or stopping at git's "divergent branches" hint. Call it
+    holding the store lock."""
+    known = {r.name for r in remotes(git)}
+    config = git.repo.get_config()
+    changed = False
+    current = upstream(git)
+    if current is None or current not in known:
+        try:
+            chosen: str | None = pick_remote(git, None).name
+        except SyncError:  # no remote, or several and none called origin: git asks, too
+            chosen = None
+        if chosen is not None:
+            config.set(_BRANCH_SECTION, b"remote", chosen.encode())
+            config.set(_BRANCH_SECTION, b"merge", BRANCH_REF)
+            changed = True
+        elif current is not None:
+            for key in (b"remote", b"merge"):
+                with contextlib.suppress(KeyError):
+                    config.remove(_BRANCH_SECTION, key)
+            changed = True
+    if known and not any(config.has_section((b"pull",)) and _has(config, (b"pull",), key)
+                         for key in (b"rebase", b"ff")):
+        config.set((b"pull",), b"rebase", False)
+        changed = True
+    if changed:
+        with private_files():
+            config.write_to_path()
+
+
+def _has(config: Any, section: tuple[bytes, ...], key: bytes) -> bool:
+    try:
+        config.get(section, key)
+    except KeyError:
+        return False
+    return True
 
 
 def pick_remote(git: GitRepo, name: str | None) -> Remote:
@@ -201,6 +261,8 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
     """Fetch the remote's ``main`` into the object store; its commit, or None if the
     remote has no ``main`` yet. Only adds objects (and the remote-tracking ref), private
     to the owner whatever the umask: folders 0700, refs and logs 0600, packs 0400."""
+    from dulwich.file import FileLocked
+
     client, path = _client(git, remote.url)
     repo = git.repo
     store: Any = repo.object_store
@@ -214,6 +276,8 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
             with _transport_errors(remote, "fetch from"):
                 result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
                                       progress=_progress_fn(progress))
+        except FileLocked as exc:  # not a killed fetch's: clear_stale_local removed those
+            raise _locked_file(exc, remote, pushing=False) from None
         finally:
             private_packs(git.git_dir)  # dulwich writes its packs 0444
         sha = (result.refs or {}).get(BRANCH_REF)
@@ -256,7 +320,9 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
         try:
             result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
                                       progress=_progress_fn(progress))
-        except FileLocked:
+        except FileLocked as exc:
+            if _PACK_INDEX_LOCK.match(os.path.basename(os.fsdecode(exc.lockfilename))):
+                raise _locked_file(exc, remote, pushing=True) from None
             return False  # another push is moving the ref right now: fetch and retry
         finally:
             if target is not None:
@@ -304,15 +370,14 @@ def _check_local_target(path: str, remote: Remote) -> str:
                         "bare repository as the remote (`git init --bare -b main PATH`) and "
                         "sync both machines with it")
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
-    _clear_stale_pack_locks(str(git_dir), remote)
     _clear_temp_packs(str(git_dir), older_than=STALE_TEMP_PACK)
     return str(git_dir)
 
 
 def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
-    """git and dulwich move a ref (or write a pack's index) by writing ``<file>.lock`` and
-    renaming it, which takes milliseconds; a lock still there after a few seconds is what a
-    killed push left, and it would block every later push. Wait that long, then remove it."""
+    """git and dulwich move a ref by writing ``<ref>.lock`` and renaming it, which takes
+    milliseconds; a lock still there after a few seconds is what a killed push left, and
+    it would block every later push. Wait that long, then remove it."""
     deadline = time.monotonic() + STALE_REF_LOCK
     while os.path.exists(lock):
         try:
@@ -327,17 +392,6 @@ def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
             raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
                                            "is running; sync again in a moment")
         time.sleep(0.1)
-
-
-def _clear_stale_pack_locks(git_dir: str, remote: Remote) -> None:
-    """dulwich writes a fetched or pushed pack's index through ``pack-<sha>.idx.lock``; a
-    killed fetch or push leaves that lock, and the next transfer of the same objects fails
-    on it (FileLocked: every push would look like a lost race). Cleared like a ref lock."""
-    folder = os.path.join(git_dir, "objects", "pack")
-    with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir(folder):
-            if name.startswith("pack-") and name.endswith(".lock"):
-                _clear_stale_ref_lock(os.path.join(folder, name), remote)
 
 
 def _point_head_at_branch(path: str) -> None:
@@ -357,14 +411,15 @@ _DULWICH_TMP_PACK: Final = re.compile(r"tmp[a-z0-9_]{8}\.pack\Z")
 
 
 def clear_stale_local(git: GitRepo, remote: Remote) -> None:
-    """What a killed fetch left in the store's .git (call it holding the sync lock, so no
-    sync is running): dulwich's temporary pack files, a pack index's lock and the
-    remote-tracking ref's lock. None harms the store; the locks would only stop the tracking
-    ref from moving and the same pack from being fetched again."""
+    """What a killed fetch left in the store's .git: dulwich's temporary pack files, a pack
+    index it was writing (:func:`_clear_pack_index_locks`) and the remote-tracking ref's
+    lock. None harms the store; the ref lock would stop the tracking ref from moving and
+    the index lock every later fetch of the same objects. Call it holding the sync lock
+    and the store lock: no other sync is fetching then, and no filemem write is packing
+    loose objects, so nothing alive owns what is left."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
-    _clear_stale_pack_locks(git.git_dir, remote)
     _clear_temp_packs(git.git_dir)
 
 
@@ -387,10 +442,51 @@ def _clear_temp_packs(git_dir: str, older_than: float | None = None) -> None:
         with contextlib.suppress(FileNotFoundError):
             if older_than is None or time.time() - os.stat(path).st_mtime >= older_than:
                 os.unlink(path)
+    _clear_pack_index_locks(pack_dir, older_than)
+
+
+_PACK_INDEX_LOCK: Final = re.compile(r"pack-[0-9a-f]{40,64}\.idx\.lock\Z")
+
+
+def _clear_pack_index_locks(pack_dir: str, older_than: float | None = None) -> None:
+    """dulwich moves a received pack in as ``pack-<sha>.pack``, then writes its index to
+    ``pack-<sha>.idx.lock`` and renames that to ``.idx``. A transfer killed in between
+    leaves the lock (and a pack nothing reads, having no index), and the next transfer of
+    the same objects stops on the lock (``dulwich.file.FileLocked``). git never writes such
+    a lock (its index is a ``tmp_idx_*`` renamed into place), so each is dulwich's: remove
+    it and its pack, unless that pack has its index. ``older_than`` as for temporary packs:
+    the caller holds the locks that keep a live writer out, or only one unwritten for that
+    long is taken for a dead one's."""
+    with contextlib.suppress(FileNotFoundError):
+        names = set(os.listdir(pack_dir))
+        for name in sorted(n for n in names if _PACK_INDEX_LOCK.match(n)):
+            lock = os.path.join(pack_dir, name)
+            base = name[:-len(".idx.lock")]
+            with contextlib.suppress(FileNotFoundError):
+                if older_than is not None and time.time() - os.stat(lock).st_mtime < older_than:
+                    continue
+                os.unlink(lock)
+                if base + ".idx" not in names:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(pack_dir, base + ".pack"))
+
+
+def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
+    """A git file dulwich found locked during a transfer, as one clear error naming it."""
+    lock = os.fsdecode(exc.lockfilename)
+    if not pushing:
+        return SyncError("SYNC_BUSY", f"cannot fetch from {remote.name}: {lock} is held (a "
+                         "program other than filemem is writing it in this store); when it "
+                         "has finished, or if nothing is running, remove that file and sync "
+                         "again")
+    return SyncError("REMOTE_BUSY", f"cannot push to {remote.name}: {lock} is held (another "
+                     "push is writing it, or one was killed while writing it; the next sync "
+                     f"removes it once it is {STALE_TEMP_PACK / 60:.0f} minutes old); "
+                     "sync again later")
 
 
 __all__ = [
-    "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "fetch",
-    "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
-    "write_remote",
+    "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "ensure_tracking",
+    "fetch", "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
+    "upstream", "write_remote",
 ]

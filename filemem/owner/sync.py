@@ -6,8 +6,17 @@ local branch up to date with it, and pushes the result back:
 - up to date, or only local commits: nothing to merge (then push).
 - local is behind: a fast-forward (:meth:`Transaction.advance`: journal, compare-and-swap,
   working tree and index, hand-edit refusal), no new commit.
+- unrelated histories, and this store holds nothing but its own creation (one commit, the
+  ``init`` row, no entries, no hand edits): a *join*, the same move as a fast-forward onto
+  the remote's ``main``. A machine that ran ``filemem init``, ``filemem remote add`` and
+  ``filemem sync`` gets the shared store as it is, budgets and policies included (its own
+  default ``filemem.yaml`` is not merged in, and nothing of it is pushed). Such a store
+  with hand edits is refused (adopt or discard them first, or ``filemem clone``).
 - diverged: ONE merge commit with both parents, built per entry, not per line, by
-  :mod:`filemem.owner.merge` (its docstring gives the conflict rules).
+  :mod:`filemem.owner.merge` (its docstring gives the conflict rules). A key of
+  ``filemem.yaml`` that both sides changed differently stops the sync before anything
+  changes (CONFIG_CONFLICT, naming each key and both values) unless the owner chose
+  ``keep_config="local"`` or ``"remote"`` (``filemem sync --keep-config ...``).
 
   The merge commit's message says what was merged (remote, commits, counts) and carries an
   audit row ``sync-merge`` plus one ``sync-conflict`` row per resolution. Files coming in
@@ -29,7 +38,8 @@ remote-tracking ref), the local branch moves by compare-and-swap with the store'
 (the next open repairs the working tree), and the remote's branch moves by
 compare-and-swap too. Running ``filemem sync`` again finishes the job. Syncs of one store
 run one at a time (``.filemem/sync.lock``); agent writes are blocked only while the merge
-commit is written, never during the fetch or the push.
+commit is written, never during the fetch or the push. A sync is refused while a git merge,
+rebase, ... is unfinished in the store (:mod:`filemem.files.gitstate`).
 """
 
 from __future__ import annotations
@@ -51,22 +61,27 @@ from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.layout import check_tree_path, id_from_path, is_entry_path, path_problem
 from filemem.files.treecheck import first_bad_path
+from filemem.owner import handedits
+from filemem.owner.filemerge import PREFER, KeyConflict, Prefer, shown
 from filemem.owner.merge import SOURCE, Conflict, Plan, merge_base, plan_merge
 from filemem.owner.remotes import (
     Progress,
     Remote,
     clear_stale_local,
+    ensure_tracking,
     fetch,
     normalize_url,
     pick_remote,
     push,
+    tracking_ref,
     write_remote,
 )
 from filemem.rules import budgets
-from filemem.store.auditlog import row
+from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, META_DIR, private_files, read_only
 from filemem.store.pending import holder, holder_alive
+from filemem.store.state import State
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.types import Usage
 
@@ -106,11 +121,23 @@ class SyncResult:
 
 
 def sync(store: Store, name: str | None = None, *, progress: Progress | None = None,
-         attempts: int = SYNC_ATTEMPTS) -> SyncResult:
-    """Fetch, integrate (fast-forward or merge), push; see the module docstring."""
+         attempts: int = SYNC_ATTEMPTS, keep_config: Prefer | None = None) -> SyncResult:
+    """Fetch, integrate (fast-forward, join or merge), push; see the module docstring.
+    ``keep_config`` (``"local"`` or ``"remote"``): whose value a key of ``filemem.yaml``
+    that both sides changed differently takes; without it such a key stops the sync."""
+    if keep_config is not None and keep_config not in PREFER:
+        raise errors.invalid_input(f"keep_config must be 'local' or 'remote', not "
+                                   f"{keep_config!r}")
     remote = pick_remote(store.git, name)
+    store.refuse_unfinished_git()  # a `git pull` that stopped on a conflict, a rebase, ...
     with _sync_lock(store), private_files():  # fetched packs and refs, merge files
-        clear_stale_local(store.git, remote)
+        with store.locked():  # no filemem write is packing objects meanwhile
+            clear_stale_local(store.git, remote)  # what a killed fetch left in .git
+            # a store whose remote was added before filemem set up git's tracking: set it
+            # now (a convenience for git's own commands: a .git/config it cannot write
+            # stops no sync)
+            with contextlib.suppress(OSError):
+                ensure_tracking(store.git)
         head = store.git.head()
         assert head is not None
         result = SyncResult(remote.name, remote.url, before=head)
@@ -120,7 +147,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
             if attempt == 1:
                 result.remote_before = theirs
             try:
-                local = _integrate(store, remote, theirs, result)
+                local = _integrate(store, remote, theirs, result, keep_config)
             except HeadMoved:
                 continue  # a person's git command moved the branch meanwhile: start over
             result.after, result.remote_after = local, theirs
@@ -181,7 +208,8 @@ def _count(git: GitRepo, include: str, exclude: str | None) -> int:
     return sum(1 for _ in walker)
 
 
-def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncResult) -> str:
+def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncResult,
+               keep_config: Prefer | None) -> str:
     """Bring the local branch up to date with ``theirs``; returns the local head after."""
     with store.transaction() as txn:
         ours = txn.state.head
@@ -199,21 +227,60 @@ def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncRes
                      f"{remote.name}/{BRANCH} ({theirs[:12]}, {remote.url})")
         if base == ours:
             result.steps.append(_fast_forward(txn, remote, theirs))
+        elif base is None and only_created(store, txn.state):
+            result.steps.append(_join(txn, remote, theirs))
         else:
-            result.steps.append(_merge(txn, remote, base, theirs))
+            result.steps.append(_merge(txn, remote, base, theirs, keep_config))
         return txn.state.head
 
 
-def _fast_forward(txn: Transaction, remote: Remote, theirs: str) -> dict[str, Any]:
+def _fast_forward(txn: Transaction, remote: Remote, theirs: str,
+                  reason: str | None = None) -> dict[str, Any]:
     git, st = txn.store.git, txn.state
     diff = list(git.diff(st.tree, git.commit(theirs).tree))
     _validate(git, {p: git.read_blob(new) for p, _old, new in diff if new}, remote, theirs)
     counts = _entry_counts([(p, old, new) for p, old, new in diff])
     ours = st.head
-    txn.advance(theirs, f"filemem sync: fast-forward to {remote.name}/{BRANCH}")
+    txn.advance(theirs, reason or f"filemem sync: fast-forward to {remote.name}/{BRANCH}")
     return {"kind": "fast-forward", "from": ours, "to": theirs,
             "commits": _count(git, theirs, ours), "entries": counts,
             "files": sorted(p for p, _o, _n in diff if not is_entry_path(p))}
+
+
+def only_created(store: Store, state: State) -> bool:
+    """Whether the store holds nothing but its own creation: one commit, made by
+    ``filemem init`` (its one audit row is ``init``), no entries. Refused (WRITE_DENIED,
+    ``hand-edit-pending``) if such a store has hand edits, which a join would leave out."""
+    info = store.git.commit(state.head)
+    if info.parents or state.entries or state.corrupt:
+        return False
+    try:
+        rows = parse_rows(info.message)
+    except ValueError:
+        return False
+    if rows is None or [r["action"] for r in rows] != ["init"]:
+        return False
+    edits = handedits.status(store, budget_check=False)
+    if edits:
+        raise errors.write_denied(
+            "hand-edit-pending",
+            f"{worktree.full_path(store.root, edits[0].path)} has changes not adopted yet "
+            f"({len(edits)} file(s); `filemem status` lists them). This store holds nothing "
+            "else but its creation, so a sync would give it the remote's store as it is and "
+            "leave these edits out. Keep them: `filemem adopt`, then sync (the two stores "
+            "are joined by a merge). Drop them: `filemem discard`, then sync. Or make this "
+            "machine's store with `filemem clone URL` in an empty folder",
+            path=worktree.full_path(store.root, edits[0].path))
+    return True
+
+
+def _join(txn: Transaction, remote: Remote, theirs: str) -> dict[str, Any]:
+    """Give a store that holds only its creation the remote's history (a fast-forward onto
+    an unrelated commit: this store's one commit is left behind, nothing of it pushed)."""
+    step = _fast_forward(txn, remote, theirs, f"filemem sync: took {remote.name}/{BRANCH} "
+                         "(this store held only its creation)")
+    step["kind"] = "join"
+    return step
 
 
 def _entry_counts(diff: list[tuple[str, str | None, str | None]]) -> dict[str, int]:
@@ -267,10 +334,16 @@ def _validate(git: GitRepo, files: dict[str, bytes], remote: Remote, theirs: str
 # ---------------------------------------------------------------- the merge commit
 
 
-def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str) -> dict[str, Any]:
+def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str,
+           keep_config: Prefer | None) -> dict[str, Any]:
     store, st = txn.store, txn.state
     git = store.git
-    plan = plan_merge(git, st.tree, remote.name, base, theirs)
+    config_blob = git.blob_at(git.commit(theirs).tree, CONFIG_FILE)
+    assert config_blob is not None  # _integrate checked that the remote is a store
+    _validate(git, {CONFIG_FILE: git.read_blob(config_blob)}, remote, theirs)  # before merging
+    plan = plan_merge(git, st.head, remote.name, base, theirs, keep_config)
+    if plan.config_conflicts:
+        raise config_conflict(plan.config_conflicts, remote, theirs)
     _validate(git, {p: d for p, d in plan.changes.items() if d is not None}, remote, theirs)
     head_blobs = {p: (st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p))
                   for p in plan.changes}
@@ -291,6 +364,26 @@ def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str) -> d
     return {"kind": "merge", "commit": commit, "ours": ours, "theirs": theirs, "base": base,
             "commits": commits, "localCommits": local_commits, "entries": counts,
             "files": sorted(plan.files), "conflicts": [c.to_json() for c in plan.conflicts]}
+
+
+def config_conflict(conflicts: list[KeyConflict], remote: Remote, theirs: str) -> SyncError:
+    """CONFIG_CONFLICT: keys of filemem.yaml both sides changed differently, each with both
+    values, and the two commands that decide them."""
+    name = remote.name
+    keys = "; ".join(f"{c.name}: {shown(c.local)} here, {shown(c.remote)} on {name}"
+                     for c in conflicts)
+    return SyncError(
+        "CONFIG_CONFLICT",
+        f"{CONFIG_FILE} was changed on both sides in the same "
+        f"{'key' if len(conflicts) == 1 else 'keys'}, differently ({keys}). Nothing was "
+        f"changed here or on {name}. Decide, then sync again: `filemem sync {name} "
+        f"--keep-config local` keeps this machine's "
+        f"{'value' if len(conflicts) == 1 else 'values'}, `filemem sync {name} "
+        f"--keep-config remote` takes {name}'s; every other change (entries, other keys) "
+        "is merged either way. For another value, take one, then edit "
+        f"{CONFIG_FILE} and commit it",
+        {"remote": name, "remoteCommit": theirs, "file": CONFIG_FILE,
+         "keys": [c.to_json() for c in conflicts]})
 
 
 def _plural(n: int, word: str) -> str:
@@ -376,6 +469,7 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
     git = GitRepo.create(root)
     try:
         write_remote(git, remote)
+        ensure_tracking(git)  # `git pull` and `git push` work in the clone, as after `git clone`
         theirs = fetch(git, remote, progress)
         if theirs is None:
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.url} has no {BRANCH} branch yet: "
@@ -392,6 +486,9 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
         _validate(git, {path: data for path, _sha, data in files}, remote, theirs)
         if not git.cas_head(None, theirs, f"filemem clone {remote.url}"):
             raise SyncError("BAD_REMOTE", f"could not set {BRANCH} in {root}")
+        refs: Any = git.repo.refs  # `git log origin`, as `git clone` leaves it
+        refs.set_symbolic_ref(f"refs/remotes/{remote.name}/HEAD".encode(),
+                              tracking_ref(remote))
         index = GitIndex(git.git_dir)
         for path, sha, data in files:
             index.set(path, sha, worktree.write(root, path, data, new=True))
@@ -401,4 +498,5 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
         git.close()
 
 
-__all__ = ["Conflict", "SyncError", "SyncResult", "clone", "over_budget", "sync"]
+__all__ = ["Conflict", "SyncError", "SyncResult", "clone", "config_conflict", "only_created",
+           "over_budget", "sync"]

@@ -69,8 +69,9 @@ class Watcher:
                     self.emit({"event": "head-moved", "commit": head,
                                "subject": info.message.split("\n", 1)[0],
                                "entries": len(state.entries)})
-                for path, reason in sorted(state.corrupt.items()):
-                    self.emit({"event": "invalid-at-head", "path": path, "problem": reason})
+                for problem in self.store.invalid.problems(state):  # file, commit, way out
+                    self.emit({"event": "invalid-at-head", "path": problem.details["file"],
+                               "problem": problem.message})
             changes = {c.path: c for c in handedits.status(self.store)}
             for path, change in changes.items():
                 key = _key(change)

@@ -6,20 +6,66 @@ they are. The heading shows the same used/limit numbers that budget enforcement 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
+from filemem import errors
 from filemem.config import Config
 from filemem.model import LAYERS, Entry
 
+# The first line names filemem and how the reader changes memory: the tools of the surface
+# that serves the snapshot (the MCP server passes its write tools: ``memory_add``, ...), or,
+# when none are named (the Python API, a bridge host that names none), the protocol's write
+# operations. The reference implementation's header ("[dsh-memento: ... use the memory
+# tool.]") is no part of the protocol's contract: nothing checks it byte for byte.
 HEADER: Final = {
-    "en": "[dsh-memento: frozen memory snapshot \u2014 captured at session start; memory changes "
-          "during this session do not update this block. To change memory, use the memory tool.]",
-    "zh": "[dsh-memento\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014\u4f1a\u8bdd\u542f"
+    "en": "[filemem: frozen memory snapshot \u2014 captured at session start; memory changes "
+          "during this session do not update this block. To change memory, use {tools}.]",
+    "zh": "[filemem\uff1a\u51bb\u7ed3\u8bb0\u5fc6\u5feb\u7167\u2014\u2014\u4f1a\u8bdd\u542f"
           "\u52a8\u65f6\u6355\u83b7\uff1b\u672c\u4f1a\u8bdd\u5185\u7684\u8bb0\u5fc6\u53d8\u66f4"
           "\u4e0d\u66f4\u65b0\u6b64\u5757\u3002\u8981\u4fee\u6539\u8bb0\u5fc6\uff0c\u8bf7\u4f7f"
-          "\u7528 memory \u5de5\u5177\u3002]",
+          "\u7528{tools}\u3002]",
 }
+WRITE_OPERATIONS: Final = ("add", "replace", "remove", "consolidate")
+MAX_TOOLS: Final = 8
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,64}\Z")
+
+
+def tool_names(value: Any) -> tuple[str, ...] | None:
+    """The tool names a snapshot's header tells the reader to use: ``None`` (the protocol's
+    operations) or 1..8 names of letters, digits and ``_ . : / -``; INVALID_INPUT else."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= MAX_TOOLS or not all(
+            isinstance(v, str) and _TOOL_NAME.match(v) for v in value):
+        raise errors.invalid_input(
+            f"snapshot tools must be a list of 1..{MAX_TOOLS} tool names (letters, digits and "
+            "_ . : / -, at most 64 characters each)")
+    return tuple(value)
+
+
+_OR: Final = {"en": (", ", " or "), "zh": ("\u3001", " \u6216 ")}
+
+
+def _either(names: tuple[str, ...], lang: str) -> str:
+    comma, last = _OR[lang]
+    return comma.join(names[:-1]) + (last if len(names) > 1 else "") + names[-1]
+
+
+def header(lang: str, tools: tuple[str, ...] | None = None) -> str:
+    """The snapshot's first line in ``lang`` (``en`` or ``zh``), naming ``tools``."""
+    if tools is None:
+        ops = _OR[lang][0].join(WRITE_OPERATIONS)
+        how = (f" memory \u5de5\u5177\uff08{ops}\uff09" if lang == "zh"
+               else f"the memory tools ({ops})")
+    elif lang == "zh":
+        how = f" {_either(tools, lang)} \u5de5\u5177"
+    else:
+        how = f"the {_either(tools, lang)} tool"
+    return HEADER[lang].format(tools=how)
+
+
 TITLES: Final = {
     "en": {
         ("user", "user-global"):
@@ -39,11 +85,23 @@ TITLES: Final = {
     },
 }
 USED: Final = {"en": "chars used", "zh": "\u5df2\u7528\u5b57\u7b26"}
+# What a person or a model reads when the session can see no entry at all (``say_empty``):
+# the protocol's own snapshot is then ``''``, which a client shows as a blank resource.
+EMPTY: Final = {
+    "en": "[filemem: no memories yet \u2014 nothing is saved for this workspace and agent, so "
+          "this session starts with an empty memory.]",
+    "zh": "[filemem\uff1a\u8fd8\u6ca1\u6709\u8bb0\u5fc6\u2014\u2014\u6b64\u5de5\u4f5c"
+          "\u533a\u548c agent \u5c1a\u672a\u4fdd\u5b58\u4efb\u4f55\u5185\u5bb9\uff0c"
+          "\u672c\u4f1a\u8bdd\u4ece\u7a7a\u8bb0\u5fc6\u5f00\u59cb\u3002]",
+}
 
 
 def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: Config,
-           language: str | None = None) -> str:
-    """The snapshot text for already-filtered (visible) entries; ``''`` if there are none."""
+           language: str | None = None, tools: tuple[str, ...] | None = None, *,
+           say_empty: bool = False) -> str:
+    """The snapshot text for already-filtered (visible) entries. With none, ``''`` (the
+    protocol's rule), or with ``say_empty`` the sentence saying there are no memories yet.
+    Its header names ``tools`` (see :func:`header`)."""
     lang = language if language in HEADER else (config.language if config.language in HEADER
                                                  else "en")
     groups: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
@@ -57,5 +115,5 @@ def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: 
         head = f"## {TITLES[lang][layer]} \u2014 {usage[layer]}/{config.limit(*layer)} {USED[lang]}"
         sections.append(head + "\n" + "\n".join(f"- {e.text}" for e in group))
     if not sections:
-        return ""
-    return "\n\n".join([HEADER[lang], *sections])
+        return EMPTY[lang] if say_empty else ""
+    return "\n\n".join([header(lang, tools), *sections])

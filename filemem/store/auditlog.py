@@ -14,7 +14,7 @@ A commit message is a one-line human subject, the full text(s) for a person read
     Audit-Scope: user-global
     Audit-Entry: 0f7c1b1e-4a5b-4c3d-9e8f-001122334455
     Audit-Outcome: allowed-once (via approval, writePolicy auto)
-    Audit-Source: dsh-memento
+    Audit-Source: filemem
     Audit-Session: s1
     Audit-Text: "Prefers replies in Chinese"
 
@@ -281,6 +281,36 @@ class Ledger:
             if len(out) >= limit:
                 break
         return out
+
+    def last_row(self, action: str, session_id: str) -> AuditRow | None:
+        """The newest ``action`` row of ``session_id``, or None. Reads backwards from the end
+        and parses only lines that can be it (a row's ``sessionId`` is its last key), so a
+        long ledger costs a byte search, not a parse of every row."""
+        if not os.path.lexists(self.path):
+            return None
+        suffix = (',"sessionId":' + json.dumps(session_id, ensure_ascii=False)
+                  + "}").encode("utf-8")
+        marker = ('"action":' + json.dumps(action)).encode("utf-8")
+        with os.fdopen(self._open(os.O_RDONLY), "rb") as f:
+            pos = f.seek(0, os.SEEK_END)
+            rest = b""  # the start of the line cut by the previous (later) chunk
+            while pos > 0:
+                step = min(1 << 20, pos)
+                pos -= step
+                f.seek(pos)
+                lines = (f.read(step) + rest).split(b"\n")
+                rest = lines.pop(0) if pos > 0 else b""
+                for line in reversed(lines):
+                    if not (line.endswith(suffix) and marker in line):
+                        continue
+                    try:
+                        value = json.loads(line)
+                    except ValueError:
+                        continue  # a torn line
+                    if isinstance(value, dict) and value.get("action") == action \
+                            and value.get("sessionId") == session_id:
+                        return cast(AuditRow, {k: value.get(k) for k in ROW_FIELDS})
+        return None
 
     def last_seq(self) -> int:
         rows = self.tail(1)

@@ -30,16 +30,23 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, worktree
+from filemem.files import atomic, codec, gitstate, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
-from filemem.files.gitrepo import GitError, GitRepo, RepositoryDamaged
-from filemem.files.layout import is_entry_path, layer_dir, path_problem
+from filemem.files.gitrepo import GitRepo, RepositoryDamaged
+from filemem.files.layout import (
+    NOT_AN_ENTRY,
+    in_entry_folder,
+    is_entry_path,
+    layer_dir,
+    path_problem,
+)
 from filemem.model import Entry
 from filemem.store import create, recovery
 from filemem.store.auditlog import Ledger
 from filemem.store.audittrail import AuditTrail
+from filemem.store.invalid import InvalidFiles
 from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
@@ -63,9 +70,7 @@ class Store:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if not os.path.isdir(os.path.join(self.root, ".git")):
-            raise errors.StoreNotFound(
-                f"no filemem store at {self.root}; create one with `filemem init {self.root}`"
-            )
+            raise create.not_a_store(self.root)
         self.git = GitRepo(self.root)
         self.meta = os.path.join(self.root, META_DIR)
         if not os.path.isdir(self.meta):
@@ -90,6 +95,7 @@ class Store:
         self._parsed: Parsed = {}
         self._config_cache: tuple[str, Config | None, errors.ProtocolError | None] | None = None
         self._cache = ViewCache(self.meta, self.git)
+        self.invalid = InvalidFiles(self.root, self.git)
         self._index: GitIndex | None = None
         self._index_id: tuple[int, int, int] | None = None
         self._commits_since_pack_check = _PACK_CHECK_EVERY  # check on the first commit
@@ -115,17 +121,8 @@ class Store:
     def _require_store(self) -> None:
         """Refuse a git repository that is not a filemem store before writing anything in
         it (a fresh clone of a store is one: its filemem.yaml is committed)."""
-        try:
-            head = self.git.head()
-            has_config = head is not None and \
-                CONFIG_FILE in self.git.read_tree(self.git.commit(head).tree)
-        except (GitError, KeyError, OSError):
-            has_config = False
-        if not has_config:
-            raise errors.StoreNotFound(
-                f"{self.root} is a git repository but not a filemem store (no {CONFIG_FILE} "
-                "committed); use another folder or create a store with `filemem init`"
-            )
+        if not create.holds_store(self.git):
+            raise create.not_a_store(self.root)
 
     @classmethod
     def create(cls, root: str | os.PathLike[str]) -> Store:
@@ -196,14 +193,10 @@ class Store:
     def checked(self) -> State:
         """:meth:`state`, raising STORE_CORRUPT / STORE_UNSUPPORTED_VERSION if it is invalid."""
         st = self.state()
-        if st.config_problem is not None:
-            raise st.config_problem
-        if st.corrupt:
-            path = min(st.corrupt)
-            more = len(st.corrupt) - 1
-            reason = st.corrupt[path] + (f" (and {more} more invalid file(s); run `filemem "
-                                         "status`)" if more else "")
-            raise errors.store_corrupt(worktree.full_path(self.root, path), reason)
+        if st.config_problem is not None or st.corrupt:
+            problem = self.invalid.first(st)  # the file, its commit, the way out
+            assert problem is not None
+            raise problem
         return st
 
     def config(self) -> Config:
@@ -233,9 +226,8 @@ class Store:
         return decoded if problem is None else (None, problem, False)
 
     def _read_config(self, blob: str | None) -> tuple[Config | None, errors.ProtocolError | None]:
-        path = os.path.join(self.root, CONFIG_FILE)
         if blob is None:
-            return None, errors.store_corrupt(path, "filemem.yaml is missing at HEAD")
+            return None, errors.bad_file(self.root, CONFIG_FILE, "it is missing at HEAD")
         if self._config_cache and self._config_cache[0] == blob:
             return self._config_cache[1], self._config_cache[2]
         cfg: Config | None = None
@@ -247,7 +239,7 @@ class Store:
                 problem = errors.store_unsupported_version(self.root, exc.details["found"],
                                                            STORE_SCHEMA)
             else:
-                problem = errors.store_corrupt(path, exc.message)
+                problem = errors.bad_file(self.root, CONFIG_FILE, exc.message)
         self._config_cache = (blob, cfg, problem)
         return cfg, problem
 
@@ -272,11 +264,11 @@ class Store:
             corrupt = dict(base.corrupt)
             noncanonical = set(base.noncanonical)
             changes = [(p, new) for p, _old, new in self.git.diff(base.tree, commit.tree)
-                       if is_entry_path(p)]
+                       if in_entry_folder(p)]
         else:
             entries, paths, blobs, corrupt, noncanonical = {}, {}, {}, {}, set()
             changes = [(p, sha) for p, _mode, sha in self.git.walk(commit.tree)
-                       if is_entry_path(p)]
+                       if in_entry_folder(p)]
         by_path = {p: i for i, p in paths.items()}
         misses = sum(1 for _p, blob in changes if blob is not None and blob not in self._parsed)
         for path, blob in changes:
@@ -290,6 +282,9 @@ class Store:
             if blob is None:
                 continue
             blobs[path] = blob
+            if not is_entry_path(path):  # agents never see it, but the store holds it
+                corrupt[path] = NOT_AN_ENTRY
+                continue
             entry, reason, canonical = self._parse(path, blob)
             if entry is None:
                 corrupt[path] = reason or "invalid entry file"
@@ -467,17 +462,20 @@ class Store:
     def record(self, rows: list[AuditRow], *, subject: str, body: str) -> None:
         """An audit-only commit (a denied, refused or staged write): no entry changes. It is
         never dropped: if it cannot be committed (the branch keeps moving, a lock stays
-        taken), the rows go to the read-side ledger instead, where ``auditList`` shows them
-        just the same."""
+        taken, a git merge began meanwhile), the rows go to the read-side ledger instead,
+        where ``auditList`` shows them just the same."""
         def commit(txn: Transaction) -> None:
             txn.commit(rows=rows, subject=subject, body=body)
 
-        def in_ledger(why: errors.StoreBusy) -> None:
+        def in_ledger(why: errors.FilememError) -> None:
             log.warning("filemem: %r is recorded in the ledger, not committed: %s", subject,
                         why.message)
             self.append_ledger(rows)
 
-        self.retrying(commit, exhausted=in_ledger)
+        try:
+            self.retrying(commit, exhausted=in_ledger)
+        except errors.GitOperationInProgress as exc:  # a git merge began while asking
+            in_ledger(exc)
 
     def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
         """Refuse, before anything is written, a write the working tree cannot take: a
@@ -498,6 +496,11 @@ class Store:
                     "store's index; wait for it to finish, or delete the file if no git "
                     "command is running; nothing was written")
             time.sleep(0.02)
+
+    def refuse_unfinished_git(self) -> None:
+        """GitOperationInProgress while a git merge, rebase, ... is unfinished in the store
+        (:mod:`filemem.files.gitstate`): asked before any write is approved."""
+        gitstate.refuse_if_unfinished(self.root)
 
     def precheck(self, state: State, targets: list[Entry],
                   new_layers: list[tuple[str, str, str, str]]) -> None:

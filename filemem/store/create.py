@@ -6,9 +6,10 @@ half-made one."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from filemem import errors
 from filemem.files import worktree
@@ -44,16 +45,90 @@ def template_files() -> dict[str, bytes]:
     return out
 
 
+# ---------------------------------------------------------------- what is at a path
+
+_OTHER: Final = ("point --store (or $FILEMEM_STORE) at your store's folder, or make a new "
+                 "store in a new or empty folder with `filemem init NEW-FOLDER`")
+_NEW: Final = ("filemem makes a store only in a new or empty folder: run `filemem init "
+               "NEW-FOLDER` with one (a folder that does not exist yet is made)")
+
+
+def holds_store(git: GitRepo) -> bool:
+    """HEAD's tree has ``filemem.yaml``: a filemem store (a fresh clone of one is too)."""
+    try:
+        head = git.head()
+        return head is not None and CONFIG_FILE in git.read_tree(git.commit(head).tree)
+    except (GitError, KeyError, OSError):
+        return False
+
+
+def _enclosing(root: str) -> str | None:
+    """The filemem store ``root`` is inside of, if any (a person passed a subfolder)."""
+    here = os.path.dirname(root)
+    while True:
+        if os.path.isdir(os.path.join(here, ".git")) and \
+                os.path.isfile(os.path.join(here, CONFIG_FILE)):
+            return here
+        up = os.path.dirname(here)
+        if up == here:
+            return None
+        here = up
+
+
+def _empty_or_missing(root: str) -> bool:
+    try:
+        return not os.path.lexists(root) or (os.path.isdir(root) and not os.listdir(root))
+    except OSError:
+        return False
+
+
+def not_a_store(root: str) -> errors.StoreNotFound:
+    """Why there is no store to open at ``root``, with advice that leads somewhere: only a
+    folder `filemem init` can use is sent to it."""
+    if _empty_or_missing(root):
+        return errors.StoreNotFound(
+            f"no filemem store at {root}; create one with `filemem init {shlex.quote(root)}`")
+    top = _enclosing(root)
+    if top is not None:
+        return errors.StoreNotFound(f"{root} is inside the filemem store at {top}, not a store "
+                                    f"itself; use --store {shlex.quote(top)}")
+    if os.path.isdir(os.path.join(root, ".git")):
+        return errors.StoreNotFound(
+            f"{root} is a git repository but not a filemem store (no {CONFIG_FILE} committed), "
+            f"and filemem does not turn an existing repository into a store; {_OTHER}")
+    what = "a folder holding other files" if os.path.isdir(root) else "a file"
+    return errors.StoreNotFound(f"{root} is {what}, not a filemem store; {_OTHER}")
+
+
+def not_empty(root: str) -> errors.StoreExists:
+    """Why ``filemem init`` cannot make a store at ``root`` (it exists and is not empty),
+    never pointing back at the same command."""
+    top = _enclosing(root)
+    if top is not None:
+        why = f"is inside the filemem store at {top} (use it with --store {shlex.quote(top)})"
+    elif os.path.isdir(os.path.join(root, ".git")):
+        why = ("is a git repository that is not a filemem store, and filemem does not turn "
+               "an existing repository into a store")
+    elif os.path.isdir(root):
+        why = "exists and is not empty"
+    else:
+        why = "is a file"
+    return errors.StoreExists(f"{root} {why}; {_NEW}")
+
+
 def make(root: str) -> None:
     """Lay a new store down at ``root`` (missing or an empty folder). Returns quietly if a
     store is there already (another process may have just made it); StoreExists if the
     folder holds something else."""
     if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
         if os.path.isdir(os.path.join(root, ".git")):
-            return  # someone made it meanwhile (or it is already a store)
-        raise errors.StoreExists(
-            f"{root} exists and is not empty; choose a new or empty folder for the store"
-        )
+            git = GitRepo(root)
+            try:
+                if holds_store(git):
+                    return  # someone made it meanwhile (or it is already a store)
+            finally:
+                git.close()
+        raise not_empty(root)
     parent = os.path.dirname(root)
     with private_files():
         os.makedirs(parent, exist_ok=True)  # folders filemem makes are 0700, as the store

@@ -169,6 +169,9 @@ class Transaction:
             try:
                 moved = not store.git.cas_head(self.state.head, new, message)
                 break
+            except errors.GitOperationInProgress:  # the last line of defence: nothing moved
+                store.journal.clear()
+                raise
             except RefLocked as exc:
                 if time.monotonic() > deadline:
                     store.journal.clear()

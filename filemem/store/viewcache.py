@@ -6,7 +6,8 @@ rebuilt.
 ``.filemem/`` is not a trusted source (anyone who can write a file there could otherwise
 serve agents memory nobody committed), so nothing in the cache is believed: it is a memo
 of blob sha -> parsed entry, and an entry goes into the memo only if encoding it again
-(:func:`filemem.files.codec.encode`) gives bytes whose git blob sha is that blob's. A
+(:func:`filemem.files.codec.encodings`: as filemem writes it, or as it wrote it before
+files ended with a newline) gives bytes whose git blob sha is that blob's. A
 forged text, id or field changes those bytes, so it fails the check (short of a SHA-1
 collision) and the blob is parsed from git instead. The paths and blobs themselves always
 come from HEAD's tree (a full walk, which reads tree objects only), never from the cache;
@@ -34,7 +35,7 @@ from filemem.files.gitrepo import GitRepo
 from filemem.model import Entry
 from filemem.store.state import State
 
-FORMAT: Final = 2  # 2: nothing is believed unchecked (no config, entries checked by blob)
+FORMAT: Final = 3  # 2: nothing believed unchecked (entries checked by blob); 3: + metadata
 SAVE_EVERY: Final = 64  # changed files between saves of the cache ...
 SAVE_INTERVAL: Final = 60.0  # ... by a long-running writer, at most once a minute
 
@@ -61,10 +62,10 @@ class ViewCache:
                 if fields is None or not canonical or not isinstance(blob, str):
                     continue  # read from git: only the canonical form can be re-derived
                 (eid, track, scope, wk, ak, text, source, tags, version, created, updated,
-                 session) = fields
+                 session, meta) = fields
                 e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
-                          created, updated, session)
-                if hash_blob(codec.encode(e)) != blob:
+                          created, updated, session, tuple((k, v) for k, v in meta))
+                if all(hash_blob(data) != blob for data in codec.encodings(e)):
                     continue  # not what the blob holds: a forged or stale cache
                 parsed[blob] = (e, None, True)
                 found += 1
@@ -81,6 +82,7 @@ class ViewCache:
             files[path] = [state.blobs[path], [
                 e.id, e.track, e.scope, e.workspace_key, e.agent_key, e.text, e.source,
                 list(e.tags), e.version, e.created_at, e.updated_at, e.session_id,
+                [list(m) for m in e.meta],
             ], None, eid not in state.noncanonical]
         for path, reason in state.corrupt.items():
             files[path] = [state.blobs.get(path, ""), None, reason, False]

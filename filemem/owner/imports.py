@@ -1,0 +1,82 @@
+"""The owner's import of another tool's memory (``filemem import --adapter``): entries
+already in memory are skipped, so importing the same memory twice adds nothing.
+
+The rule: an entry is a duplicate when an entry with exactly the same text (byte for byte)
+is already in the same layer, that is the same track, scope, workspace (for the
+``workspace`` scope) and agent layer, where the import would put it; or when the same
+import had it before (a file that says the same thing twice). With the adapter's id, an
+entry is also left out when that adapter imported the same memory before into that layer
+(its round-trip metadata's ``key``: the same Claude Code file, the same mem0 id) and this is
+the text it was imported with: the tool still holds the version filemem took, which was
+changed in filemem since. Duplicates are reported, not written; ``keep_duplicates`` imports
+them all. What is in memory is read when the import starts. The protocol's own
+``seed``/``import`` (the Provider, the bridge, an envelope import) keep the protocol's
+meaning: every entry given is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from filemem import errors
+from filemem.adapters import stored_metadata
+from filemem.ops.base import new_entry
+from filemem.provider import Provider
+from filemem.session import writer_of
+from filemem.types import OwnerImportResult, SkippedEntry
+
+Key = tuple[str, str, str, str, str]  # track, scope, workspace ('' for user-global), agent, text
+
+
+def _key(track: str, scope: str, workspace_key: str, agent_key: str, text: str) -> Key:
+    return track, scope, workspace_key if scope == "workspace" else "", agent_key, text
+
+
+def import_entries(provider: Provider, inputs: Any, write: Any, *,
+                   keep_duplicates: bool = False,
+                   adapter_id: str | None = None) -> OwnerImportResult:
+    """Import ``inputs`` (an adapter's entries) in one approval and one commit, leaving out
+    those already in memory (see the module's rule) unless ``keep_duplicates``. When all are
+    left out, nothing is asked or written."""
+    if keep_duplicates or not isinstance(inputs, list):
+        return {**provider.import_entries(inputs, write), "skipped": []}
+    w = writer_of(write)  # WRITE_REQUIRES_AGENT first, as the import itself would
+    state = provider.store.checked()
+    present = {_key(e.track, e.scope, e.workspace_key, e.agent_key, e.text)
+               for e in state.entries.values()}
+    imported: set[Key] = set()  # the layer, the memory's key, the hash it was imported with
+    for e in state.entries.values():
+        found = stored_metadata(adapter_id, e.metadata()) if adapter_id and e.meta else None
+        if found is not None and found[0]:
+            imported.add(_key(e.track, e.scope, e.workspace_key, e.agent_key,
+                              f"{found[0]}\0{found[1]}"))
+    kept: list[Any] = []
+    seen: set[Key] = set()
+    skipped: list[SkippedEntry] = []
+    for i, inp in enumerate(inputs):
+        try:
+            spec = new_entry(inp, w)
+        except errors.ProtocolError:
+            kept.append(inp)  # the import refuses it, with the protocol's message
+            continue
+        key = _key(spec.track, spec.scope, spec.workspace_key, spec.agent_key, spec.text)
+        found = stored_metadata(adapter_id, inp.get("meta")) \
+            if adapter_id and isinstance(inp, dict) else None
+        before = found is not None and bool(found[0]) and _key(
+            spec.track, spec.scope, spec.workspace_key, spec.agent_key,
+            f"{found[0]}\0{found[1]}") in imported
+        if key in present or key in seen or before:
+            skipped.append({"index": i, "track": spec.track, "scope": spec.scope,
+                            "workspaceKey": key[2], "agentKey": spec.agent_key,
+                            "text": spec.text,
+                            "why": "in-memory" if key in present else
+                            "repeated" if key in seen else "imported-before"})
+            continue
+        seen.add(key)
+        kept.append(inp)
+    if inputs and not kept:
+        return {"added": 0, "entries": [], "skipped": skipped}
+    return {**provider.import_entries(kept, write), "skipped": skipped}
+
+
+__all__ = ["import_entries"]
