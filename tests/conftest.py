@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,49 @@ def protocol_schema() -> dict[str, Any]:
     if not SCHEMA_PATH.exists():
         pytest.skip(f"the protocol schema is not at {SCHEMA_PATH}")
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ---------------------------------------------------------------- two machines and a remote
+
+
+@dataclass
+class Machines:
+    """A bare remote, machine A (which published its store) and machine B (a clone)."""
+
+    remote: Path
+    a_path: Path
+    b_path: Path
+    a: filemem.Provider
+    b: filemem.Provider
+
+
+def bare_remote(path: Path) -> Path:
+    git(path.parent, "init", "-q", "--bare", str(path))
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path: Path) -> Iterator[Machines]:
+    """Machine A published its store to a bare remote; machine B cloned it."""
+    from filemem.owner import remotes, sync
+
+    remote = bare_remote(tmp_path / "remote.git")
+    a = filemem.open_store(tmp_path / "A", create=True, write_policy="auto")
+    remotes.add_remote(a.store, "origin", str(remote))
+    sync.sync(a.store)
+    sync.clone(str(remote), str(tmp_path / "B"))
+    b = filemem.open_store(tmp_path / "B", write_policy="auto")
+    yield Machines(remote, tmp_path / "A", tmp_path / "B", a, b)
+    a.close()
+    b.close()
 
 
 def head(store: str | os.PathLike[str]) -> str:

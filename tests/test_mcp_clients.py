@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import filemem
-from tests.conftest import ctx, file_of, git
+from tests.conftest import ctx, file_of, free_port, git
 from tests.nodejs import NODE_DIR, NodeTools, node_tools
 
 UG = {"track": "user", "scope": "user-global"}
@@ -328,16 +327,10 @@ class HttpServer:
     proc: subprocess.Popen[bytes]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture
 def http_server(store: Path, tmp_path: Path) -> Iterator[HttpServer]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
            "FILEMEM_MCP_TOKEN": "test-token-of-the-owner"}
     proc = subprocess.Popen([sys.executable, "-m", "filemem.cli", "mcp", "--store", str(store),

@@ -29,7 +29,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 from tests.nodejs import NODE_DIR, NodeTools, node_tools
 
 TOKEN = "conformance-test-token"
@@ -80,12 +80,6 @@ class Server:
     process: subprocess.Popen[bytes]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture
 def tools() -> NodeTools:
@@ -96,7 +90,7 @@ def tools() -> NodeTools:
 @pytest.fixture
 def server(tools: NodeTools, tmp_path: Path) -> Iterator[Server]:
     """A real `filemem mcp --http` on a fresh store, with the token fixed by the env."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "filemem.cli", "mcp", "--store", str(tmp_path / "store"),
          "--http", str(port), "--workspace", str(tmp_path)],

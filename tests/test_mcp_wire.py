@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import filemem
 from filemem.mcp.sessions import root_path
+from tests.conftest import free_port
 
 
 def _message(stdin: Any, message: dict[str, Any]) -> None:
@@ -94,17 +95,11 @@ def test_auto_mode_negotiates_2026_07_28(tmp_path: Path) -> None:
     assert anyio.run(scenario) == "2026-07-28"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     store = tmp_path / "store"
     filemem.open_store(store, create=True).close()
-    port = _free_port()
+    port = free_port()
     state = tmp_path / "state"
     proc = subprocess.Popen([sys.executable, "-m", "filemem.cli", "mcp", "--store", str(store),
                              "--http", str(port), "--workspace", str(tmp_path)],

@@ -9,8 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,38 +20,9 @@ from filemem.files.layout import entry_path
 from filemem.owner import merge as fmerge
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
-from tests.conftest import assert_clean_repo, ctx, git, run_cli
+from tests.conftest import Machines, assert_clean_repo, bare_remote, ctx, git, run_cli
 
 UG = {"track": "user", "scope": "user-global"}
-
-
-@dataclass
-class Machines:
-    """A bare remote, machine A (which published its store) and machine B (a clone)."""
-
-    remote: Path
-    a_path: Path
-    b_path: Path
-    a: filemem.Provider
-    b: filemem.Provider
-
-
-def bare_remote(path: Path) -> Path:
-    git(path.parent, "init", "-q", "--bare", str(path))
-    return path
-
-
-@pytest.fixture
-def machines(tmp_path: Path) -> Iterator[Machines]:
-    remote = bare_remote(tmp_path / "remote.git")
-    a = filemem.open_store(tmp_path / "A", create=True, write_policy="auto")
-    fremotes.add_remote(a.store, "origin", str(remote))
-    fsync.sync(a.store)
-    fsync.clone(str(remote), str(tmp_path / "B"))
-    b = filemem.open_store(tmp_path / "B", write_policy="auto")
-    yield Machines(remote, tmp_path / "A", tmp_path / "B", a, b)
-    a.close()
-    b.close()
 
 
 def add(p: filemem.Provider, text: str, **layer: str) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +22,14 @@ from filemem.files.layout import key_dir
 from filemem.owner import history
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
-from tests.conftest import assert_clean_repo, ctx, file_of, git, rel, run_cli, set_text
+from tests.conftest import Machines, assert_clean_repo, ctx, file_of, git, rel, run_cli, set_text
 
 UG = {"track": "user", "scope": "user-global"}
 
 
-@dataclass
-class Machines:
-    remote: Path
-    a_path: Path
-    b_path: Path
-    a: filemem.Provider
-    b: filemem.Provider
-
-
 @pytest.fixture
-def m(tmp_path: Path) -> Iterator[Machines]:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    a = filemem.open_store(tmp_path / "A", create=True, write_policy="auto")
-    fremotes.add_remote(a.store, "origin", str(remote))
-    fsync.sync(a.store)
-    fsync.clone(str(remote), str(tmp_path / "B"))
-    b = filemem.open_store(tmp_path / "B", write_policy="auto")
-    yield Machines(remote, tmp_path / "A", tmp_path / "B", a, b)
-    a.close()
-    b.close()
+def m(machines: Machines) -> Machines:
+    return machines
 
 
 def add(p: filemem.Provider, text: str) -> str:
