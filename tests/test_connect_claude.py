@@ -61,9 +61,12 @@ class Box:
     def run_claude(self, *args: str, cwd: Path | None = None,
                    **extra: str) -> subprocess.CompletedProcess[str]:
         assert self.claude is not None
+        # Claude Code waits for the MCP server before its first model request: by default it
+        # starts without a server still connecting (its tools come later), a race under load
+        wait = {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": "120000"}
         return subprocess.run([str(self.claude), *args], cwd=cwd or self.project, text=True,
-                              capture_output=True, env=self.env(**extra), timeout=180,
-                              stdin=subprocess.DEVNULL)
+                              capture_output=True, env=self.env(**{**wait, **extra}),
+                              timeout=180, stdin=subprocess.DEVNULL)
 
     @property
     def settings(self) -> Path:
