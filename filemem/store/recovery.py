@@ -14,6 +14,7 @@ from filemem.files import worktree
 from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
+from filemem.store import redactstage
 from filemem.store.names import private_files
 from filemem.store.pending import Record, settles
 
@@ -32,7 +33,10 @@ def _json_row(line: str) -> dict[str, Any]:
 
 
 def recover(store: Store) -> list[str]:
-    """Finish or undo what a killed write left in the working tree (lock held)."""
+    """Finish or undo what a killed write left in the working tree (lock held); a killed
+    redaction first (:mod:`.redactstage`)."""
+    if os.path.isdir(redactstage.stage_dir(store)):
+        redactstage.recover(store)
     with store.refusing_links():
         record = store.journal.read_all()
     if record is None:
