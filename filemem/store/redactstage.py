@@ -78,8 +78,7 @@ def finish_local(store: Store, manifest: dict[str, Any]) -> None:
                 with open(os.path.join(pending, name), "rb") as f:
                     atomic.atomic_write(live, f.read(), durable=True)
             os.unlink(os.path.join(pending, name))
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(store._cache.path)
+        drop_cache(store)
         others = {ref: (old, new) for ref, (old, new) in manifest.get("refs", {}).items()
                   if ref != manifest.get("branch")}
         gitprune.move_refs(store.git.repo, others)
@@ -88,6 +87,12 @@ def finish_local(store: Store, manifest: dict[str, Any]) -> None:
         if pushes:
             atomic.atomic_write(os.path.join(store.meta, PUSHES),
                                 json.dumps(pushes).encode(), durable=True)
+
+
+def drop_cache(store: Store) -> None:
+    """The view cache holds the texts of entries as they were: it goes (rebuilt from HEAD)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(store._cache.path)
     store._parsed.clear()
     store._state = None
 
