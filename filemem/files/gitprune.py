@@ -76,7 +76,10 @@ def move_refs(repo: Any, moves: Mapping[str, tuple[str, str]]) -> None:
     refs = repo.refs
     for name, (old, new) in moves.items():
         ref = name.encode("utf-8", "surrogateescape")
-        current = refs.get(ref)
+        try:
+            current = refs[ref]
+        except KeyError:
+            current = None
         if current is not None and current.decode() == new:
             continue
         if current is None or current.decode() != old:

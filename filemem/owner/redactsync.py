@@ -142,5 +142,7 @@ def tracking(store: Store, remote: Remote) -> str | None:
     from filemem.owner.remotes import tracking_ref
 
     refs: Any = store.git.repo.refs
-    sha = refs.get(tracking_ref(remote))
-    return sha.decode() if sha else None
+    try:
+        return str(refs[tracking_ref(remote)].decode())
+    except KeyError:
+        return None
