@@ -247,18 +247,29 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
                                      {path: old for path, old, _n in diff})
         if dirty:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
-        _stage(store, p)
+        # the journal first: from here on a kill is repaired by the next open or write
         store.journal.begin(old_head, record, {path: (o, n) for path, o, n in diff})
         manifest = {"old": old_head, "new": record, "branch": branch,
                     "refs": {r: [o, n] for r, (o, n) in rw.refs.items() if o != n},
                     "ledgerSize": p.ledger_size, "pushes": pushes}
-        redactstage.write_manifest(store, manifest)
-        with store.lock_index() as lock:
-            if not git.cas_head(old_head, record, f"filemem redact: {p.what}"):
-                redactstage.clear(store)
-                store.journal.clear()
+        try:
+            _stage(store, p)
+            redactstage.write_manifest(store, manifest)
+            lock = store.lock_index()  # after the journal, as a write takes it
+        except BaseException:
+            _undo(store, old_head)
+            raise
+        with lock:
+            try:
+                moved = git.cas_head(old_head, record, f"filemem redact: {p.what}")
+            except BaseException:
+                _undo(store, old_head)
+                raise
+            if not moved:
+                _undo(store, old_head)
                 raise errors.StoreBusy("the store's branch moved while redacting (a git "
                                        "command?); nothing was changed; run it again")
+            # the commit point is passed: the rest mirrors it, or the next open does
             index = store.index()
             for path, _old, new in diff:
                 if new is None:
@@ -270,6 +281,14 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
         redactstage.finish_local(store, manifest)
     return {**p.to_json(), "record": record, "before": old_head, "after": record,
             "remotesToPush": sorted(pushes)}
+
+
+def _undo(store: Store, old_head: str) -> None:
+    """Failed before the commit point: nothing happened; the staged copies and the journal
+    go. (Had the branch moved after all, they stay: the next open finishes the redaction.)"""
+    if store.git.head() == old_head:
+        redactstage.clear(store)
+        store.journal.clear()
 
 
 def _stage(store: Store, p: Plan) -> None:

@@ -34,9 +34,8 @@ def _json_row(line: str) -> dict[str, Any]:
 
 def recover(store: Store) -> list[str]:
     """Finish or undo what a killed write left in the working tree (lock held); a killed
-    redaction first (:mod:`.redactstage`)."""
-    if os.path.isdir(redactstage.stage_dir(store)):
-        redactstage.recover(store)
+    redaction is finished or undone last (:mod:`.redactstage`: its pruning needs the old
+    commits no more), before its journal goes."""
     with store.refusing_links():
         record = store.journal.read_all()
     if record is None:
@@ -77,6 +76,8 @@ def recover(store: Store) -> list[str]:
             index.set(path, sha, os.stat(worktree.full_path(store.root, path))
                       if clean else None)
         store._write_index(index)
+    if os.path.isdir(redactstage.stage_dir(store)):
+        redactstage.recover(store)
     store.journal.clear()
     return repaired
 
