@@ -192,3 +192,11 @@ def test_no_agent_surface_reaches_redact() -> None:
     names = json.dumps([t for t in dir(toolspec)]) + json.dumps(dir(bridge))
     assert "redact" not in names.lower()
     assert not hasattr(filemem.Provider, "redact")
+
+
+def test_text_from_stdin_stays_out_of_the_command_line(secret_store: Path) -> None:
+    done = run_cli("redact", "--text", "-", "--yes", store=secret_store, input=SECRET + "\n")
+    assert done.returncode == 0, done.stderr
+    assert "commits rewritten" in done.stdout and SECRET not in done.stdout
+    assert traces(secret_store, SECRET) == []
+    verify_ok(secret_store)
