@@ -200,3 +200,28 @@ def test_text_from_stdin_stays_out_of_the_command_line(secret_store: Path) -> No
     assert "commits rewritten" in done.stdout and SECRET not in done.stdout
     assert traces(secret_store, SECRET) == []
     verify_ok(secret_store)
+
+
+def test_a_hand_edited_file_to_rewrite_is_refused(secret_store: Path) -> None:
+    store = secret_store
+    path = next(p for p in store.glob("user/user-global/**/*.md") if SECRET in p.read_text())
+    path.write_text(path.read_text() + "my own edit\n")
+    before = fingerprint(store)
+    done = run_cli("redact", "--text", SECRET, "--yes", "--json", store=store)
+    assert done.returncode != 0
+    assert json.loads(done.stdout or done.stderr)["error"]["code"] == "WRITE_DENIED"
+    assert "adopt or discard" in done.stdout + done.stderr
+    assert fingerprint(store) == before
+
+
+def test_a_short_entry_text_is_replaced_only_where_the_entry_is_named(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with filemem.open_store(store, create=True, write_policy="auto") as p:
+        short = p.add({**UG, "text": "tabs"}, ctx())["entry"]
+        p.add({**UG, "text": "prefers tabs over spaces"}, ctx())
+    done = run_cli("redact", short["id"], "--yes", store=store)
+    assert done.returncode == 0, done.stderr
+    with filemem.open_store(store) as p:
+        texts = sorted(e["text"] for e in p.query({})["entries"])
+    assert texts == [MARKER, "prefers tabs over spaces"]
+    verify_ok(store)

@@ -170,3 +170,23 @@ def test_unpushed_commits_on_the_old_history_are_redacted_there_first(
     assert "B quotes it: [redacted]" in texts
     verify_ok(m.a_path)
     verify_ok(m.b_path)
+
+
+def test_a_sync_merge_in_the_history_is_rewritten_and_verifies(machines: Machines) -> None:
+    m = machines
+    m.a.add({**UG, "text": f"A holds {SECRET}"}, ctx())
+    m.b.add({**UG, "text": "B's own note"}, ctx())
+    sync.sync(m.a.store)
+    out = sync.sync(m.b.store)  # diverged: one merge commit
+    assert out.steps[0]["kind"] == "merge"
+    m.b.replace({**UG, "match": "A holds", "text": f"B changed it, still {SECRET}"}, ctx())
+    sync.sync(m.b.store)
+    redact.apply(m.b.store, text=SECRET)
+    assert traces(m.b_path, SECRET) == []
+    report = verify_ok(m.b_path)
+    assert report["merges"] == 1
+    sync.sync(m.b.store)
+    out = sync.sync(m.a.store)
+    assert out.steps[0]["kind"] == "take-redacted"
+    assert traces(m.a_path, SECRET) == []
+    verify_ok(m.a_path)

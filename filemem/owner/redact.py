@@ -219,6 +219,10 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
     branch = git.head_ref()
     old_head, new_head = rw.refs[branch]
     base_tree = git.commit(old_head).tree
+    at_head = {path: sha for path, _mode, sha in git.walk(base_tree) if sha in rw.blobs}
+    dirty = store.dirty_paths_at(list(at_head), at_head)
+    if dirty:  # before anything is written
+        raise hand_edited(worktree.full_path(store.root, dirty[0]))
     git.write(rw.pending)  # unreachable until the branch moves
     tree = git.commit(new_head).tree
     pending = PendingObjects()
@@ -243,10 +247,6 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
                                  int(record_row["ts"] or 0) // 1000, pending)
         git.write(pending)
         diff = list(git.diff(base_tree, tree))
-        dirty = store.dirty_paths_at([path for path, _o, _n in diff],
-                                     {path: old for path, old, _n in diff})
-        if dirty:
-            raise hand_edited(worktree.full_path(store.root, dirty[0]))
         # the journal first: from here on a kill is repaired by the next open or write
         store.journal.begin(old_head, record, {path: (o, n) for path, o, n in diff})
         manifest = {"old": old_head, "new": record, "branch": branch,

@@ -30,6 +30,7 @@ class Rewrite:
     commits: dict[str, str] = field(default_factory=dict)  # old sha -> new sha (all seen)
     roots: list[str] = field(default_factory=list)  # rewritten commits with unchanged parents
     files: set[str] = field(default_factory=set)  # paths of files rewritten somewhere
+    blobs: set[str] = field(default_factory=set)  # the old blobs that were rewritten
     pending: PendingObjects = field(default_factory=PendingObjects)
 
     @property
@@ -59,6 +60,7 @@ class Rewriter:
             done = self._blobs[key] = self._blob(sha, path, key[1])
         if done != sha:
             self.out.files.add(path)
+            self.out.blobs.add(sha)
         return done
 
     def _blob(self, sha: str, path: str, kind: str) -> str:
