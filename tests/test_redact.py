@@ -146,6 +146,8 @@ def test_hostile_input_changes_nothing(secret_store: Path) -> None:
         (["redact", "--text", "no such text anywhere", "--yes"], "nowhere"),
         (["redact", "--text", entry_file.stem[:13], "--yes"], "name"),  # part of a file name
         (["redact", "--text", "user-global", "--yes"], "name"),  # a folder, a layer
+        (["redact", "--text", "Audit-Seq", "--yes"], "audit trailers"),  # their structure
+        (["redact", "--text", "committer", "--yes"], "header"),  # a commit's header
         (["redact", "--text", "   ", "--yes"], "empty"),
         (["redact", "--yes"], "ENTRY-ID or --text"),
         (["redact", "abc", "--text", SECRET, "--yes"], "ENTRY-ID or --text"),

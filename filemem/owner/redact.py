@@ -154,7 +154,7 @@ def _pending(store: Store, needles: Needles) -> dict[str, bytes]:
             continue
         try:
             new = json.dumps(_redact_json(json.loads(text), needles, naming),
-                             ensure_ascii=False, indent=2)
+                             ensure_ascii=False, indent=1)  # as pending.stage writes it
         except ValueError:
             new = needles.free(text, True)
         out[name] = new.encode("utf-8", "surrogateescape")

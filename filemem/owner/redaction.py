@@ -50,8 +50,9 @@ def refused(where: str, why: str) -> errors.ProtocolError:
         "with git's own tools (git filter-repo), then `filemem verify`")
 
 
-def _json_inner(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+def _json_forms(text: str) -> tuple[str, ...]:
+    """The text as JSON strings write it (as it is, and with non-ASCII escaped)."""
+    return (json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1])
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ class Needles:
 
     def found(self, text: str, naming: bool = False) -> bool:
         """Whether any needle is in ``text``, raw or as JSON escapes it."""
-        return any(n in text or _json_inner(n) in text for n in self.spread(naming))
+        return any(n in text or any(f in text for f in _json_forms(n))
+                   for n in self.spread(naming))
 
     def found_bytes(self, data: bytes, naming: bool = False) -> bool:
         return any(n.encode("utf-8", "surrogatepass") in data for n in self.spread(naming))
@@ -162,6 +164,9 @@ def redact_message(message: str, needles: Needles) -> str:
         else:
             out = commit_message(new_subject, new_body, new_rows)
     if needles.found(out, naming) or any(c in out for c in _collapsed(needles.spread(naming))):
+        if rows is not None:  # still there once every text is redacted: in the structure
+            raise refused("the audit trailers of the commit messages (their field names "
+                          "or fixed values)", "those are how the audit trail is read")
         out = _raw(out, needles, naming)
     return out
 
@@ -170,7 +175,9 @@ def _raw(text: str, needles: Needles, naming: bool) -> str:
     """Every needle replaced as written, as a JSON string escapes it and whitespace-folded."""
     spread = needles.spread(naming)
     for n in spread:
-        text = text.replace(n, MARKER).replace(_json_inner(n), MARKER)
+        text = text.replace(n, MARKER)
+        for form in _json_forms(n):
+            text = text.replace(form, MARKER)
     for c in _collapsed(spread):
         text = text.replace(c, MARKER)
     return text
