@@ -233,7 +233,11 @@ def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncRes
         base = merge_base(store.git, ours, theirs)
         if base == theirs:
             return ours  # only local commits: nothing to take in
-        if redactsync.arriving(store, remote, ours, theirs, result.tracking_before):
+        # a redaction keeps the commits before the first that held the text, so a store
+        # with the old history shares commits with the new one (unless the text was in the
+        # store's very first commit): unrelated histories, a join, are not walked for it
+        if base is not None and redactsync.arriving(store, remote, ours, theirs,
+                                                    result.tracking_before):
             _check_paths(store.git, store.git.commit(theirs).tree, None, remote.name)
             step = _fast_forward(txn, remote, theirs, f"filemem sync: took the redacted "
                                  f"history of {remote.name}/{BRANCH}")
