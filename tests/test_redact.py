@@ -227,3 +227,24 @@ def test_a_short_entry_text_is_replaced_only_where_the_entry_is_named(tmp_path: 
         texts = sorted(e["text"] for e in p.query({})["entries"])
     assert texts == [MARKER, "prefers tabs over spaces"]
     verify_ok(store)
+
+
+def test_a_row_recorded_late_by_a_read_begun_before_is_redacted_too(
+        secret_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from filemem.owner import redact
+    from filemem.store import redactstage
+
+    real = redactstage.forget_old_history
+
+    def late_reader(store: Any) -> None:  # a snapshot rendered before, recorded now
+        store.append_ledger([{"seq": None, "ts": None, "action": "snapshot", "track": None,
+                              "scope": None, "entryId": None, "text": f"- token {SECRET}",
+                              "outcome": "ok", "source": "filemem", "sessionId": None}])
+        real(store)
+
+    monkeypatch.setattr(redactstage, "forget_old_history", late_reader)
+    with filemem.open_store(secret_store) as p:
+        redact.apply(p.store, text=SECRET)
+    assert traces(secret_store, SECRET) == []
+    rows = (secret_store / ".filemem" / "audit.jsonl").read_text().splitlines()
+    assert json.loads(rows[-1])["text"] == f"- token {MARKER}"

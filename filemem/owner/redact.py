@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from filemem import errors
-from filemem.files import codec, gitprune, worktree
+from filemem.files import atomic, codec, gitprune, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitrepo import PendingObjects
 from filemem.files.layout import id_from_path
@@ -114,8 +114,26 @@ def _redact_json(value: Any, needles: Needles, naming: bool) -> Any:
     return value
 
 
+def _redact_line(line: bytes, needles: Needles) -> bytes | None:
+    """One ledger line redacted (a torn line as text), or None if it holds no needle."""
+    text = line.decode("utf-8", "surrogateescape")
+    naming = needles.entry_id is not None and needles.entry_id in text
+    if not needles.found(text, naming):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        new = json.dumps(redact_row(value, needles, naming),  # type: ignore[arg-type]
+                         ensure_ascii=False, separators=(",", ":"))
+    else:
+        new = needles.free(text, True)
+    return new.encode("utf-8", "surrogateescape")
+
+
 def _ledger(store: Store, needles: Needles) -> tuple[dict[int, bytes], int]:
-    """The ledger's lines that hold a needle, redacted (a torn line as text), and its size."""
+    """The ledger's lines that hold a needle, redacted, and the ledger's size."""
     try:
         with open(store.ledger.path, "rb") as f:
             data = f.read()
@@ -123,20 +141,9 @@ def _ledger(store: Store, needles: Needles) -> tuple[dict[int, bytes], int]:
         return {}, 0
     out: dict[int, bytes] = {}
     for i, line in enumerate(data.split(b"\n")):
-        text = line.decode("utf-8", "surrogateescape")
-        naming = needles.entry_id is not None and needles.entry_id in text
-        if not needles.found(text, naming):
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict):
-            new = json.dumps(redact_row(value, needles, naming),  # type: ignore[arg-type]
-                             ensure_ascii=False, separators=(",", ":"))
-        else:
-            new = needles.free(text, True)
-        out[i] = new.encode("utf-8", "surrogateescape")
+        new = _redact_line(line, needles)
+        if new is not None:
+            out[i] = new
     return out, len(data)
 
 
@@ -208,7 +215,9 @@ def apply(store: Store, entry_id: str | None = None, text: str | None = None) ->
                 f"{p.what} is nowhere in this store (its history, its ledger, its pending "
                 "approvals); nothing was changed")
         result = _commit(store, p)
+        size = _size(store.ledger.path)
         redactstage.forget_old_history(store)
+        _late_rows(store, p.needles, size)
         redactstage.clear(store)
         store.journal.clear()
     return result
@@ -283,6 +292,32 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
             "remotesToPush": sorted(pushes)}
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+def _late_rows(store: Store, needles: Needles, offset: int) -> None:
+    """A read that began before the redaction (its snapshot rendered from the old history)
+    may record its row just after the copies went in place: redact such rows too."""
+    if not os.path.exists(store.ledger.path):
+        return
+    with store.ledger.numbering(store.ledger.last_seq):
+        with open(store.ledger.path, "rb") as f:
+            data = f.read()
+        head, tail = data[:offset], data[offset:]
+        lines = tail.split(b"\n")
+        late = {i: new for i, new in ((i, _redact_line(line, needles))
+                                      for i, line in enumerate(lines)) if new is not None}
+        if not late:
+            return
+        for i, new in late.items():
+            lines[i] = new
+        atomic.atomic_write(store.ledger.path, head + b"\n".join(lines), durable=True)
+
+
 def _undo(store: Store, old_head: str) -> None:
     """Failed before the commit point: nothing happened; the staged copies and the journal
     go. (Had the branch moved after all, they stay: the next open finishes the redaction.)"""
@@ -304,6 +339,4 @@ def _stage(store: Store, p: Plan) -> None:
     for name, data in p.pending.items():
         files.append((os.path.join(folder, redactstage.PENDING_COPIES, name), data))
     if files:
-        from filemem.files import atomic
-
         atomic.replace_many(files, durable=True)
