@@ -90,9 +90,15 @@ def finish_local(store: Store, manifest: dict[str, Any]) -> None:
 
 
 def drop_cache(store: Store) -> None:
-    """The view cache holds the texts of entries as they were: it goes (rebuilt from HEAD)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(store._cache.path)
+    """Every cache in ``.filemem/cache/`` goes (each is rebuilt from git when missing): the
+    view cache holds the texts of entries as they were, and any memo of commits names
+    commits that no longer exist."""
+    folder = os.path.dirname(store._cache.path)
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        path = os.path.join(folder, name)
+        if os.path.islink(path) or os.path.isfile(path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     store._parsed.clear()
     store._state = None
 
