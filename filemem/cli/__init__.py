@@ -11,6 +11,7 @@ from filemem.cli import (  # noqa: F401  (registers the commands)
     entries,
     hermes,
     owner,
+    redact,
     serve,
     sync,
 )

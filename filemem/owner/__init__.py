@@ -24,7 +24,7 @@ from filemem import errors
 from filemem.approval import ApprovalRequest
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, imports, remotes, sync, watch
+from filemem.owner import handedits, history, imports, redact, remotes, sync, watch
 from filemem.owner.filemerge import Prefer
 from filemem.owner.handedits import Change
 from filemem.owner.history import Report
@@ -215,6 +215,17 @@ class Owner:
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
         return history.verify(self._store, progress)
+
+    # ------------------------------------------------------------ redaction
+
+    def redact_plan(self, entry_id: str | None = None,
+                    text: str | None = None) -> redact.Plan:
+        """What redacting an entry (its every text) or a text would change; changes nothing."""
+        return redact.plan(self._store, entry_id, text)
+
+    def redact(self, entry_id: str | None = None, text: str | None = None) -> dict[str, Any]:
+        """Remove an entry's texts, or a text, from the whole history (owner only)."""
+        return redact.apply(self._store, entry_id, text)
 
     # ------------------------------------------------------------ remotes and sync
 

@@ -31,14 +31,15 @@ from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes, Replayed
-from filemem.owner import handedits, merge
+from filemem.owner import handedits, merge, redaction
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
 
 # every audit action a commit can carry that changes entries -> how it is checked and
-# replayed: the write operations' (filemem.ops) and the owner's adopt (handedits)
-ROW_RULES: Final = {**ops.ROW_RULES, **handedits.ROW_RULES}
+# replayed: the write operations' (filemem.ops), the owner's adopt (handedits) and the
+# record of a redaction (redaction)
+ROW_RULES: Final = {**ops.ROW_RULES, **handedits.ROW_RULES, **redaction.ROW_RULES}
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
 

@@ -342,6 +342,12 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
     return True
 
 
+def remote_head(git: GitRepo, remote: Remote) -> str | None:
+    """The remote's ``main`` now (None if it has none), without fetching anything."""
+    client, path = _client(git, remote.url)
+    return _remote_head(client, path, remote)
+
+
 def _remote_head(client: Any, path: str, remote: Remote) -> str | None:
     with _transport_errors(remote, "read the branches of"):
         refs = client.get_refs(os.fsencode(path))

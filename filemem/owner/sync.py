@@ -61,7 +61,7 @@ from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.layout import check_tree_path, id_from_path, is_entry_path, path_problem
 from filemem.files.treecheck import first_bad_path
-from filemem.owner import handedits
+from filemem.owner import handedits, redactsync
 from filemem.owner.filemerge import PREFER, KeyConflict, Prefer, shown
 from filemem.owner.merge import SOURCE, Conflict, Plan, merge_base, plan_merge
 from filemem.owner.remotes import (
@@ -77,6 +77,7 @@ from filemem.owner.remotes import (
     write_remote,
 )
 from filemem.rules import budgets
+from filemem.store import redactstage
 from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, META_DIR, private_files, read_only
@@ -105,6 +106,7 @@ class SyncResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
     over_budget: list[Usage] = field(default_factory=list)
     attempts: int = 0
+    tracking_before: str | None = None  # the remote-tracking ref before the first fetch
 
     @property
     def up_to_date(self) -> bool:
@@ -140,22 +142,35 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
                 ensure_tracking(store.git)
         head = store.git.head()
         assert head is not None
-        result = SyncResult(remote.name, remote.url, before=head)
+        result = SyncResult(remote.name, remote.url, before=head,
+                            tracking_before=redactsync.tracking(store, remote))
         for attempt in range(1, attempts + 1):
             result.attempts = attempt
-            theirs = fetch(store.git, remote, progress)
+            # a redaction made here: push its history over the remote's old one, unfetched
+            pending = redactsync.lease(store, remote)
+            if pending is not None and not redactsync.check_lease(store, remote, pending):
+                pending = None  # a killed sync had pushed it already
+            expected = theirs = pending["rewritten"] if pending else fetch(store.git, remote,
+                                                                           progress)
+            if pending is not None:
+                expected = pending["lease"] or None
             if attempt == 1:
-                result.remote_before = theirs
+                result.remote_before = expected
             try:
                 local = _integrate(store, remote, theirs, result, keep_config)
             except HeadMoved:
                 continue  # a person's git command moved the branch meanwhile: start over
-            result.after, result.remote_after = local, theirs
-            if local == theirs:
+            if any(s["kind"] == "take-redacted" for s in result.steps):
+                redactsync.forget(store)
+            result.after, result.remote_after = local, expected
+            if local == expected:
                 break
-            if push(store.git, remote, theirs, local, progress):
+            if push(store.git, remote, expected, local, progress):
+                if pending is not None:
+                    redactstage.push_done(store, remote.name)
                 result.remote_after = local
-                result.steps.append({"kind": "push", "from": theirs, "to": local,
+                result.steps.append({"kind": "push-redacted" if pending else "push",
+                                     "from": expected, "to": local,
                                      "commits": _count(store.git, local, theirs)})
                 break
         else:
@@ -218,6 +233,16 @@ def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncRes
         base = merge_base(store.git, ours, theirs)
         if base == theirs:
             return ours  # only local commits: nothing to take in
+        # a redaction keeps the commits before the first that held the text, so a store
+        # with the old history shares commits with the new one (unless the text was in the
+        # store's very first commit): unrelated histories, a join, are not walked for it
+        if base is not None and redactsync.arriving(store, remote, ours, theirs,
+                                                    result.tracking_before):
+            _check_paths(store.git, store.git.commit(theirs).tree, None, remote.name)
+            step = _fast_forward(txn, remote, theirs, f"filemem sync: took the redacted "
+                                 f"history of {remote.name}/{BRANCH}")
+            result.steps.append({**step, "kind": "take-redacted"})
+            return txn.state.head
         theirs_tree = store.git.commit(theirs).tree
         if CONFIG_FILE not in store.git.read_tree(theirs_tree):
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.name}/{BRANCH} ({theirs[:12]}, "

@@ -14,6 +14,7 @@ from filemem.files import worktree
 from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
+from filemem.store import redactstage
 from filemem.store.names import private_files
 from filemem.store.pending import Record, settles
 
@@ -32,7 +33,9 @@ def _json_row(line: str) -> dict[str, Any]:
 
 
 def recover(store: Store) -> list[str]:
-    """Finish or undo what a killed write left in the working tree (lock held)."""
+    """Finish or undo what a killed write left in the working tree (lock held); a killed
+    redaction is finished or undone last (:mod:`.redactstage`: its pruning needs the old
+    commits no more), before its journal goes."""
     with store.refusing_links():
         record = store.journal.read_all()
     if record is None:
@@ -73,6 +76,8 @@ def recover(store: Store) -> list[str]:
             index.set(path, sha, os.stat(worktree.full_path(store.root, path))
                       if clean else None)
         store._write_index(index)
+    if os.path.isdir(redactstage.stage_dir(store)):
+        redactstage.recover(store)
     store.journal.clear()
     return repaired
 

@@ -76,6 +76,8 @@ class ViewCache:
         return found
 
     def save(self, state: State) -> None:
+        if self.git.head() != state.head:
+            return  # a view HEAD has left (a redaction may have removed its texts)
         files: dict[str, Any] = {}
         for eid, path in state.paths.items():
             e = state.entries[eid]

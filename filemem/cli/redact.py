@@ -1,0 +1,75 @@
+"""``filemem redact``: the owner's removal of a text from the whole history.
+
+Only here: no agent tool, bridge method or MCP tool reaches it."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from filemem import errors
+from filemem.cli.app import main
+from filemem.cli.common import command, emit_json, json_option, open_owner, store_option
+
+
+@main.command()
+@click.argument("entry_id", metavar="[ENTRY-ID]", required=False)
+@click.option("--text", "text", metavar="SUBSTRING",
+              help="Redact this text wherever it occurs (instead of an entry). Use `-` to "
+                   "read it from stdin, so that it stays out of your shell history.")
+@click.option("--yes", "-y", is_flag=True, help="Redact without asking (for scripts).")
+@store_option
+@json_option
+@command
+def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | None,
+           as_json: bool) -> None:
+    """Remove an entry's every text (ENTRY-ID, or a unique start of it), or a text
+    (--text), from the whole history: every commit's files and message, the read-side
+    ledger, pending approvals and caches. Each rewritten commit keeps its audit row, with
+    the text replaced by [redacted]; one new audit row records what was redacted (the
+    entry id and a salted hash, never the text), when and by whom. Old objects are pruned
+    from .git. Asks first (shows how many commits are rewritten) unless --yes.
+
+    Copies made before the redaction (other clones, backups) still hold the text. A
+    remote is rewritten by the next `filemem sync`."""
+    if text == "-":
+        text = sys.stdin.read()
+        text = text[:-1] if text.endswith("\n") else text
+    if (entry_id is None) == (text is None):
+        raise errors.invalid_input("give an ENTRY-ID or --text SUBSTRING (one of them)")
+    with open_owner(store_path) as owner:
+        plan = owner.redact_plan(entry_id, text)
+        summary = plan.to_json()
+        if not plan.found:
+            raise errors.invalid_input(f"{plan.what} is nowhere in this store (its history, "
+                                       "ledger, pending approvals); nothing was changed")
+        if not yes:
+            if not (sys.stdin.isatty() and sys.stderr.isatty()):
+                raise errors.invalid_input("redact asks for confirmation on a terminal; "
+                                           "pass --yes to redact without asking")
+            click.echo(_describe(summary), err=True)
+            if not click.confirm("Redact it? The old history is then gone from this store",
+                                 default=False, err=True):
+                click.echo("Nothing was changed.", err=True)
+                sys.exit(1)
+        result = owner.redact(entry_id, text)
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(f"Redacted {result['what']}: {result['commitsRewritten']} of "
+               f"{result['commits']} commits rewritten, {result['ledgerRows']} ledger rows, "
+               f"{result['pendingApprovals']} pending approvals; record {result['record'][:12]}.")
+    for name in result["remotesToPush"]:
+        click.echo(f"  {name} still holds the old history: `filemem sync {name}` rewrites it.")
+    click.echo("Copies made before now (other clones, backups) still hold the text.")
+
+
+def _describe(summary: dict[str, object]) -> str:
+    files = summary["files"]
+    assert isinstance(files, list)
+    return (f"This removes {summary['what']} from the whole history:\n"
+            f"  {summary['commitsRewritten']} of {summary['commits']} commits rewritten "
+            f"(files: {', '.join(files[:8]) or 'none'}{', ...' if len(files) > 8 else ''})\n"
+            f"  {summary['ledgerRows']} ledger rows, {summary['pendingApprovals']} pending "
+            "approvals")

@@ -1,0 +1,192 @@
+"""A redaction on a synced store: the remote rewritten with a compare-and-swap on its old
+value, the other machine taking the rewritten history without bringing the text back.
+
+Real git CLI, a bare remote and two clones (tests/conftest.py's ``machines``); the big case
+is a store of 1,000+ commits, built with the Python API (one commit per write), not 1,000
+CLI calls.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import filemem
+from filemem.errors import SyncError
+from filemem.owner import redact, sync
+from tests.conftest import Machines, ctx, git, head, run_cli
+from tests.test_redact import traces, verify_ok
+
+UG = {"track": "user", "scope": "user-global"}
+SECRET = "sk-ant-api03-R3dactThisKey0123456789"
+
+
+def remote_traces(remote: Path, needle: str) -> list[str]:
+    """The needle in anything the bare remote's refs reach."""
+    found = []
+    if needle in git(remote, "log", "-p", "--all"):
+        found.append("git log -p --all")
+    revs = git(remote, "rev-list", "--all").split()
+    grep = subprocess.run(["git", "-C", str(remote), "grep", "-F", needle, *revs],
+                          capture_output=True, text=True)
+    if grep.stdout:
+        found.append("git grep")
+    return found
+
+
+def fill(p: filemem.Provider, n: int, start: int = 0) -> None:
+    """``n`` commits on top of HEAD, fast: each an audit-only commit (a denied add, which
+    changes no file), made with the git layer's primitives and moved to in one step."""
+    from filemem.files.gitrepo import PendingObjects
+    from filemem.store.auditlog import commit_message, row
+    from filemem.store.names import IDENT
+
+    store = p.store
+    with store.locked():
+        tip = base = store.git.head()
+        assert tip is not None
+        tree = store.git.commit(tip).tree
+        rows = [row("add-denied", track="user", scope="user-global", text=f"note {i}",
+                    outcome="denied (by the person at the prompt)", source="filemem")
+                for i in range(start, start + n)]
+        store.number(rows, tip)
+        pending = PendingObjects()
+        for r in rows:
+            message = commit_message(f"add-denied user/user-global: {r['text']}", "", [r])
+            tip = store.git.make_commit(tree, [tip], message, IDENT, int(r["ts"] or 0) // 1000,
+                                        pending)
+        store.git.write(pending)
+        assert store.git.cas_head(base, tip, "test: padding commits")
+
+
+def test_redaction_of_a_1000_commit_store_reaches_the_remote_and_the_other_clone(
+        machines: Machines) -> None:
+    m = machines
+    fill(m.a, 300)
+    m.a.add({**UG, "text": f"deploy key {SECRET}"}, ctx())
+    fill(m.a, 700, 300)
+    assert int(git(m.a_path, "rev-list", "--count", "HEAD")) > 1000
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)  # B has the secret now, in history and at HEAD
+    m.b.snapshot(ctx())  # and in B's own ledger
+    assert head(m.a_path) == head(m.b_path)
+    old_remote = head(m.remote)
+
+    done = run_cli("redact", "--text", SECRET, "--yes", "--json", store=m.a_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["commitsRewritten"] >= 700 and result["remotesToPush"] == ["origin"]
+    assert traces(m.a_path, SECRET) == []
+    assert head(m.remote) == old_remote  # not pushed until sync
+
+    out = sync.sync(m.a.store)
+    assert [s["kind"] for s in out.steps] == ["push-redacted"]
+    assert out.steps[0]["from"] == old_remote
+    assert head(m.remote) == head(m.a_path)
+    assert remote_traces(m.remote, SECRET) == []
+    # the server's own clean-up of old objects (no bitmap: dulwich 1.2's local fetch then
+    # looks for one beside every later pack, and fails)
+    git(m.remote, "-c", "repack.writeBitmaps=false", "gc", "--prune=now", "-q")
+    objects = subprocess.run(["git", "-C", str(m.remote), "cat-file", "--batch-all-objects",
+                              "--batch"], capture_output=True, check=True).stdout
+    assert SECRET.encode() not in objects
+    assert traces(m.a_path, SECRET) == []
+
+    out = sync.sync(m.b.store)  # B takes the rewritten history, merges nothing back
+    assert [s["kind"] for s in out.steps] == ["take-redacted"]
+    assert head(m.b_path) == head(m.a_path) == head(m.remote)
+    left = traces(m.b_path, SECRET)
+    assert left == [".filemem/audit.jsonl"]  # B's own ledger: B's to redact (README)
+    assert sync.sync(m.a.store).up_to_date and sync.sync(m.b.store).up_to_date
+    for store in (m.a_path, m.b_path):
+        git(store, "fsck", "--strict")
+        assert git(store, "status", "--porcelain") == ""
+        verify_ok(store)
+    m.b.add({**UG, "text": "after the redaction"}, ctx())  # both go on as usual
+    sync.sync(m.b.store)
+    sync.sync(m.a.store)
+    assert head(m.a_path) == head(m.b_path)
+    assert remote_traces(m.remote, SECRET) == []
+
+
+def test_push_never_clobbers_commits_the_remote_received_meanwhile(machines: Machines) -> None:
+    m = machines
+    m.a.add({**UG, "text": f"key {SECRET}"}, ctx())
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)
+    redact.apply(m.a.store, text=SECRET)
+    m.b.add({**UG, "text": "made on B before it heard of the redaction"}, ctx())
+    sync.sync(m.b.store)  # B pushes on the old history
+    moved = head(m.remote)
+    with pytest.raises(SyncError) as caught:
+        sync.sync(m.a.store)
+    assert caught.value.code == "REMOTE_MOVED"
+    assert "Nothing was pushed" in caught.value.message and "fetch" in caught.value.message
+    assert head(m.remote) == moved  # B's commit kept
+    assert traces(m.a_path, SECRET) == []  # nothing fetched
+    # what the message says: fetch, redact the same again, sync
+    git(m.a_path, "fetch", "-q", "origin")
+    redact.apply(m.a.store, text=SECRET)
+    out = sync.sync(m.a.store)
+    assert out.steps[-1]["kind"] == "push-redacted"
+    assert remote_traces(m.remote, SECRET) == []
+    assert traces(m.a_path, SECRET) == []
+    texts = [e["text"] for e in m.a.query({})["entries"]]
+    assert "made on B before it heard of the redaction" in texts
+    out = sync.sync(m.b.store)
+    assert out.steps[0]["kind"] == "take-redacted"
+    assert head(m.b_path) == head(m.a_path)
+    verify_ok(m.a_path)
+    verify_ok(m.b_path)
+
+
+def test_unpushed_commits_on_the_old_history_are_redacted_there_first(
+        machines: Machines) -> None:
+    m = machines
+    m.a.add({**UG, "text": f"key {SECRET}"}, ctx())
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)
+    m.b.add({**UG, "text": f"B quotes it: {SECRET}"}, ctx())  # not pushed
+    redact.apply(m.a.store, text=SECRET)
+    sync.sync(m.a.store)
+    b_before = head(m.b_path)
+    with pytest.raises(SyncError) as caught:
+        sync.sync(m.b.store)
+    assert caught.value.code == "LOCAL_HOLDS_REDACTED"
+    assert head(m.b_path) == b_before
+    assert remote_traces(m.remote, SECRET) == []
+    redact.apply(m.b.store, text=SECRET)  # the same redaction gives the same commits
+    out = sync.sync(m.b.store)
+    # B's refused sync had fetched the rewritten history: an ordinary merge and push now
+    assert [s["kind"] for s in out.steps] == ["merge", "push"]
+    assert remote_traces(m.remote, SECRET) == []
+    assert traces(m.b_path, SECRET) == []
+    sync.sync(m.a.store)
+    assert head(m.a_path) == head(m.b_path)
+    texts = [e["text"] for e in m.a.query({})["entries"]]
+    assert "B quotes it: [redacted]" in texts
+    verify_ok(m.a_path)
+    verify_ok(m.b_path)
+
+
+def test_a_sync_merge_in_the_history_is_rewritten_and_verifies(machines: Machines) -> None:
+    m = machines
+    m.a.add({**UG, "text": f"A holds {SECRET}"}, ctx())
+    m.b.add({**UG, "text": "B's own note"}, ctx())
+    sync.sync(m.a.store)
+    out = sync.sync(m.b.store)  # diverged: one merge commit
+    assert out.steps[0]["kind"] == "merge"
+    m.b.replace({**UG, "match": "A holds", "text": f"B changed it, still {SECRET}"}, ctx())
+    sync.sync(m.b.store)
+    redact.apply(m.b.store, text=SECRET)
+    assert traces(m.b_path, SECRET) == []
+    report = verify_ok(m.b_path)
+    assert report["merges"] == 1
+    sync.sync(m.b.store)
+    out = sync.sync(m.a.store)
+    assert out.steps[0]["kind"] == "take-redacted"
+    assert traces(m.a_path, SECRET) == []
+    verify_ok(m.a_path)
