@@ -130,5 +130,7 @@ def main() -> None:
     list` is `filemem list --store S`.
     """
     # the modules imported so far live as long as this short process: keep them out of the
-    # collector's full passes (a third of a cold `filemem list`'s view-cache load otherwise)
+    # collector's full passes (a third of a cold `filemem list`'s view-cache load otherwise);
+    # given back when the command ends, for a caller that runs it in its own process
     gc.freeze()
+    click.get_current_context().call_on_close(gc.unfreeze)
