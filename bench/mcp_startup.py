@@ -13,7 +13,8 @@ Each sample starts a fresh process (what a client does), writes the handshake-er
 `notifications/initialized` and `tools/list` and times that answer ("ready"). filemem's
 sample then reads the snapshot resource (which opens and reads the store) and records the
 server's resident memory (VmRSS, Linux) after it; target: <= 100 MB at 10,000 entries.
-Every stdout line must be a JSON-RPC message.
+The CPU time each server used until ready (Linux) is printed too: it varies less than wall
+time when other processes share the machine. Every stdout line must be a JSON-RPC message.
 
     python bench/mcp_startup.py                    # 7 samples of each, stores of 0 and 10,000
     python bench/mcp_startup.py --runs 15 --entries 2000
@@ -79,6 +80,16 @@ def _answer(stdout: IO[bytes], rid: int) -> dict[str, Any]:
             return message
 
 
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) the process has used so far (None without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def rss_mb(pid: int) -> float | None:
     """The process's resident set size in MB (None where /proc is not there)."""
     try:
@@ -92,8 +103,9 @@ def rss_mb(pid: int) -> float | None:
 
 
 class Sample:
-    def __init__(self, init: float, ready: float, snapshot: float | None, rss: float | None):
-        self.init, self.ready, self.snapshot, self.rss = init, ready, snapshot, rss
+    def __init__(self, init: float, ready: float, cpu: float | None, snapshot: float | None,
+                 rss: float | None):
+        self.init, self.ready, self.cpu, self.snapshot, self.rss = init, ready, cpu, snapshot, rss
 
 
 def sample(cmd: list[str], *, snapshot: bool) -> Sample:
@@ -114,6 +126,7 @@ def sample(cmd: list[str], *, snapshot: bool) -> Sample:
         _send(proc.stdin, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         tools = _answer(proc.stdout, 2)
         ready = time.perf_counter()
+        cpu = cpu_s(proc.pid)
         assert tools["result"]["tools"], tools
         snap_s = rss = None
         if snapshot:
@@ -123,7 +136,7 @@ def sample(cmd: list[str], *, snapshot: bool) -> Sample:
             snap_s = time.perf_counter() - ready
             assert "contents" in read["result"], read
             rss = rss_mb(proc.pid)
-        return Sample(initialized - start, ready - start, snap_s, rss)
+        return Sample(initialized - start, ready - start, cpu, snap_s, rss)
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
@@ -167,6 +180,12 @@ def main() -> None:
             verdict = "met" if gap <= READY_TARGET_S else "MISSED"
             print(f"  filemem - bare (ready): {gap * 1000:+.0f} ms, target <= "
                   f"+{READY_TARGET_S * 1000:.0f} ms: {verdict}")
+            peer_cpu = [s.cpu for s in peers if s.cpu is not None]
+            cpu = [s.cpu for s in runs if s.cpu is not None]
+            if peer_cpu and cpu:  # varies less than wall time when the machine is busy
+                print(f"  CPU used until ready: bare {_ms(peer_cpu)}, filemem {_ms(cpu)}; "
+                      f"difference of medians "
+                      f"{(statistics.median(cpu) - statistics.median(peer_cpu)) * 1000:+.0f} ms")
             snaps = [s.snapshot for s in runs if s.snapshot is not None]
             rss = [s.rss for s in runs if s.rss is not None]
             line = f"  then the snapshot read: {_ms(snaps)}"
