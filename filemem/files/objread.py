@@ -33,6 +33,7 @@ _REF_DELTA: Final = 7
 _IDX_MAGIC: Final = b"\xfftOc\x00\x00\x00\x02"  # index version 2
 _FANOUT: Final = 8  # the fan-out table's offset in the index
 _SHAS: Final = _FANOUT + 256 * 4
+_BASES_MAX_BYTES: Final = 4 << 20  # delta bases kept per pack
 _MAX_CHAIN: Final = 10_000  # deltas followed before giving up (git's own default depth is 50)
 
 
@@ -86,6 +87,8 @@ class _Pack:
             raise ValueError("not a pack this reader knows")
         self.count = int.from_bytes(self.idx[_SHAS - 4:_SHAS], "big")
         self.shas = _ShaTable(self.idx, self.count)
+        self._bases: dict[int, tuple[bytes, bytes]] = {}  # offset -> (kind, content)
+        self._base_bytes = 0
 
     def close(self) -> None:
         self.idx.close()
@@ -108,16 +111,21 @@ class _Pack:
 
     def read(self, off: int) -> tuple[bytes, bytes]:
         """(kind, content) of the object at ``off``; ValueError / KeyError if it cannot be
-        read here."""
-        deltas: list[bytes] = []
+        read here. A delta chain stops at the first base already made."""
+        deltas: list[tuple[int, bytes]] = []  # (offset of the delta, the delta)
         while True:
-            kind, size, pos = self._header(off)
-            if kind in _KINDS:
+            hit = self._bases.get(off)
+            if hit is not None:  # a base already made (objects of a history share bases)
+                kind, raw = hit
+                break
+            code, size, pos = self._header(off)
+            if code in _KINDS:
                 raw = self._inflate(pos, size)
+                kind = _KINDS[code]
                 break
             if len(deltas) >= _MAX_CHAIN:
                 raise ValueError("delta chain too long")
-            if kind == _OFS_DELTA:
+            if code == _OFS_DELTA:
                 c = self.data[pos]
                 pos += 1
                 back = c & 0x7F
@@ -125,19 +133,32 @@ class _Pack:
                     c = self.data[pos]
                     pos += 1
                     back = ((back + 1) << 7) | (c & 0x7F)
-                deltas.append(self._inflate(pos, size))
+                deltas.append((off, self._inflate(pos, size)))
                 off -= back
-            elif kind == _REF_DELTA:
+            elif code == _REF_DELTA:
                 base = self.offset(self.data[pos:pos + 20])
                 if base is None:
                     raise KeyError("the delta's base is not in this pack")
-                deltas.append(self._inflate(pos + 20, size))
+                deltas.append((off, self._inflate(pos + 20, size)))
                 off = base
             else:
-                raise ValueError(f"object type {kind}")
-        for delta in reversed(deltas):
+                raise ValueError(f"object type {code}")
+        if deltas:
+            self._remember(off, kind, raw)
+        for at, delta in reversed(deltas):
             raw = _apply_delta(raw, delta)
-        return _KINDS[kind], raw
+            if at != deltas[0][0]:
+                self._remember(at, kind, raw)
+        return kind, raw
+
+    def _remember(self, off: int, kind: bytes, raw: bytes) -> None:
+        """Keep a delta base (whole or itself made from deltas), up to a few MB of them."""
+        if self._base_bytes + len(raw) > _BASES_MAX_BYTES:
+            self._bases.clear()
+            self._base_bytes = 0
+        if len(raw) <= _BASES_MAX_BYTES and off not in self._bases:
+            self._bases[off] = (kind, raw)
+            self._base_bytes += len(raw)
 
     def _header(self, off: int) -> tuple[int, int, int]:
         c = self.data[off]
