@@ -145,11 +145,11 @@ def load_yaml(data: bytes) -> Any:
     """Parse ``filemem.yaml`` through the guarded reader (plain data only; the entry files'
     limits, with room for a long ``writePolicies``). A YAML problem of any kind is a
     ruamel ``YAMLError`` saying what is wrong."""
-    from ruamel.yaml.error import YAMLError
-
     try:
         return yamlsafe.load(data.decode("utf-8"), what=CONFIG_NAME, max_bytes=CONFIG_MAX_BYTES)
     except yamlsafe.YamlError as exc:
+        from ruamel.yaml.error import YAMLError  # only now: a plain config needs no ruamel
+
         where = f" (line {exc.line})" if exc.line is not None else ""
         raise YAMLError(exc.message + where) from None
 

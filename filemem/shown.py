@@ -34,26 +34,21 @@ BEGIN: Final = "\u250c\u2500 text"  # ┌─ text
 END: Final = "\u2514\u2500 end of text"  # └─ end of text
 WIDTH: Final = 76  # columns of text on one shown line
 
-_BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                         "\u2066\u2067\u2068\u2069")
 _JSON_RAW: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
                               "\u2028\u2029\ud800-\udfff]")
 _NAMED: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# what would act on the screen or be invisible where it matters: C0, DEL, C1, the
+# bidirectional controls, the line and paragraph separators, lone surrogates
+_HIDDEN: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                            "\u2028\u2029\ud800-\udfff]")
 
 
-def _escape(ch: str) -> str:
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
     if ch in _NAMED:
         return _NAMED[ch]
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def _hidden(ch: str) -> bool:
-    """Would this character act on the screen or be invisible where it matters?"""
-    code = ord(ch)
-    if code < 0x20 or 0x7f <= code <= 0x9f:
-        return True
-    return ch in _BIDI or code in (0x2028, 0x2029) or 0xD800 <= code <= 0xDFFF
 
 
 def visible(text: str, *, keep_newlines: bool = False) -> str:
@@ -62,7 +57,7 @@ def visible(text: str, *, keep_newlines: bool = False) -> str:
     such as an error message or a diff)."""
     if keep_newlines:
         return "\n".join(visible(line) for line in text.split("\n"))
-    return "".join(_escape(ch) if _hidden(ch) else ch for ch in text)
+    return _HIDDEN.sub(_escape, text)
 
 
 def _columns(ch: str) -> int:

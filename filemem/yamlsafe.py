@@ -11,6 +11,11 @@ inputs (a few KB of ``[[[[`` take it seconds). So before any real work :func:`lo
   ``!mine``, also ``!!str``), merge keys (``<<``) and duplicate keys;
 
 then parses with ruamel.yaml (``safe``, or ``rt`` when the caller wants round-trip types).
+A document that is only nested block mappings of plain keys to decimal integers, plain
+words and ``{}`` (``filemem.yaml`` as ``filemem init`` writes it, with its comments) is read
+by :func:`simple_mapping` instead, for the same result without importing ruamel (which
+would otherwise be a sixth of a cold ``filemem query``); anything else, or anything it is
+unsure of, goes to ruamel.
 Every problem is a :class:`YamlError` with a message that starts with the name the caller
 gave the document (``what``) and, when known, the 1-based line; callers turn it into their
 own error code. This module imports nothing from filemem, and ruamel only when it parses.
@@ -129,12 +134,66 @@ def _check_events(yaml: Any, text: str, what: str) -> None:
             depth -= 1
 
 
+_SIMPLE_LINE: Final = re.compile(
+    r"( *)([A-Za-z_][A-Za-z0-9_./-]*(?::[A-Za-z0-9_./-]+)*):(?: +([^ ].*?))?")
+_INT: Final = re.compile(r"0|[1-9][0-9]*")
+_WORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
+# words some YAML reader takes for a boolean, a null or a number: left to ruamel
+_NOT_WORDS: Final = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n",
+                               "nan", "inf"})
+_UNSURE: Final = frozenset("\t\r\"'&*!|>%@`[]?,\ufeff")
+
+
+def simple_mapping(text: str) -> dict[str, Any] | None:
+    """``text`` as nested dicts if it is only block mappings of plain keys to decimal
+    integers, plain words and ``{}`` (with ``#`` comments), else None: then ruamel decides,
+    including every error. Where it answers, the answer is what ruamel's safe loader gives
+    (tests/test_yaml_guard.py compares the two on generated documents)."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(0, root)]
+    opened: dict[str, Any] | None = None  # a key with no value: its mapping comes next
+    for raw in text.split("\n"):
+        line = raw.split(" #", 1)[0].rstrip(" ")  # a comment: "#" first or after a blank
+        if line.lstrip(" ").startswith("#") or not line.strip(" "):
+            continue
+        if "#" in line or line.startswith(("---", "...")) or _UNSURE.intersection(line):
+            return None
+        m = _SIMPLE_LINE.fullmatch(line)
+        if m is None:
+            return None
+        indent, key, value = len(m.group(1)), m.group(2), m.group(3)
+        if opened is not None:
+            if indent <= stack[-1][0] or len(stack) >= MAX_DEPTH:
+                return None  # an empty value (null), or nesting left to the exact count
+            stack.append((indent, opened))
+            opened = None
+        while indent < stack[-1][0]:
+            stack.pop()
+        mapping = stack[-1][1]
+        if indent != stack[-1][0] or key in mapping or key.lower() in _NOT_WORDS:
+            return None
+        if value is None:
+            opened = mapping[key] = {}
+        elif value == "{}":
+            mapping[key] = {}
+        elif _INT.fullmatch(value):
+            mapping[key] = int(value)
+        elif _WORD.fullmatch(value) and value.lower() not in _NOT_WORDS:
+            mapping[key] = value
+        else:
+            return None
+    return root if root and opened is None else None
+
+
 def load(text: str, *, what: str, typ: Literal["safe", "rt"] = "safe",
          max_bytes: int = MAX_BYTES) -> Any:
     """Parse ``text`` behind the guards; plain data (``safe``) or ruamel's round-trip types
     (``rt``). Raises :class:`YamlError` and nothing else."""
     check_size(text, what, max_bytes)
     check_nesting(text, what)
+    simple = simple_mapping(text) if typ == "safe" else None
+    if simple is not None:
+        return simple
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
@@ -156,4 +215,5 @@ def load(text: str, *, what: str, typ: Literal["safe", "rt"] = "safe",
         raise YamlError(f"{what} is not valid YAML: {exc}") from None
 
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "YamlError", "check_nesting", "check_size", "load"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "YamlError", "check_nesting", "check_size", "load",
+           "simple_mapping"]

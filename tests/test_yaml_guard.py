@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ruamel.yaml.error import YAMLError
 
 import filemem
@@ -186,3 +188,116 @@ def test_size_cap_is_the_callers_choice() -> None:
     assert yamlsafe.load(text, what="t", max_bytes=200) == {"a": "x" * 100}
     with pytest.raises(yamlsafe.YamlError, match="larger than 50 bytes"):
         yamlsafe.load(text, what="t", max_bytes=50)
+
+
+# ---------------------------------------------------------------- the ruamel-free fast path
+
+_KEYS = ["a", "writePolicy", "agent/workspace", "source:claude", "a.b-c_d", "_x", "true",
+         "No", "null", "y", "1", "a::b", "x y", "<<", "~", "a#b", "key"]
+_VALUES = ["", "1", "0", "2000", "012", "-1", "+1", "1e3", "0x1f", "1_000", "ask", "auto",
+           "off", "Yes", "NULL", "~", "nan", ".inf", "en", "a.b/c-d", "{}", "{ }", "[]",
+           "[a]", '"q"', "'q'", "a: b", "a #c", "a#b", "x y", "2001-12-14", "&a x", "*a",
+           "!!str x", "|", ">", "{a: 1}", "a,b", "@x", "`x`", "%x", "é", "\t1"]
+_GAPS = [": ", ":", ":  ", " : ", ":\t"]
+_INDENTS = ["", "  ", "    ", " ", "   ", "\t"]
+_TAILS = ["", "  ", " # a comment", "# not one", "\t# tab", " #", "\r"]
+
+
+_SIMPLE_KEYS = st.sampled_from(_KEYS[:6])
+_SIMPLE_VALUES = st.one_of(st.integers(0, 10**12), st.sampled_from(["ask", "auto", "en",
+                                                                     "a.b/c-d", "zh"]))
+_TREES = st.recursive(_SIMPLE_VALUES, lambda inner: st.dictionaries(_SIMPLE_KEYS, inner,
+                                                                     max_size=4), max_leaves=12)
+
+
+def _render(tree: dict[str, Any], indent: str, step: str) -> list[str]:
+    lines = []
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            lines += [f"{indent}{key}:", *_render(value, indent + step, step)]
+        else:
+            lines.append(f"{indent}{key}: {'{}' if value == {} else value}")
+    return lines
+
+
+@st.composite
+def _documents(draw: st.DrawFn) -> tuple[str, dict[str, Any] | None]:
+    """A well-formed simple document and its value, or one with a few lines made odd
+    (a tricky key, value, gap, indent or tail; then the value is None: unknown)."""
+    tree = draw(st.dictionaries(_SIMPLE_KEYS, _TREES, min_size=1, max_size=5))
+    lines = _render(tree, "", draw(st.sampled_from(["  ", "    ", " "])))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(lines)))
+        lines.insert(at, draw(st.sampled_from(["", "# comment", "  # indented", "   "])))
+    changed = False
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(lines) - 1))
+        indent, rest = lines[at][: len(lines[at]) - len(lines[at].lstrip(" "))], \
+            lines[at].lstrip(" ")
+        key, _, value = rest.partition(":")
+        part = draw(st.integers(0, 5))
+        if part == 0:
+            key = draw(st.sampled_from(_KEYS))
+        elif part == 1:
+            value = " " + draw(st.sampled_from(_VALUES))
+        elif part == 2:
+            value = draw(st.sampled_from(_GAPS)).removeprefix(":") + value.lstrip(" ")
+        elif part == 3:
+            indent = draw(st.sampled_from(_INDENTS))
+        elif part == 4:
+            value += draw(st.sampled_from(_TAILS))
+        else:
+            lines.insert(at, draw(st.sampled_from(["---", "...", "- item", "a: [", "}"])))
+        if part != 5:
+            lines[at] = f"{indent}{key}:{value}"
+        changed = True
+    text = "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
+    return text, None if changed else tree
+
+
+def _ruamel(text: str) -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.allow_duplicate_keys = False
+    return yaml.load(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_documents())
+def test_the_fast_path_answers_only_what_ruamel_answers(
+        doc: tuple[str, dict[str, Any] | None]) -> None:
+    text, tree = doc
+    fast = yamlsafe.simple_mapping(text)
+    if tree is not None:  # well-formed and simple: the fast path reads it
+        assert fast == tree
+    if fast is not None:
+        assert _ruamel(text) == fast
+
+
+def test_the_fast_path_reads_the_store_template() -> None:
+    text = (ROOT / "store-template" / "filemem.yaml").read_text(encoding="utf-8")
+    fast = yamlsafe.simple_mapping(text)
+    assert fast is not None and fast == _ruamel(text)
+    assert fast["budgets"]["agent"]["workspace"] == 4000
+    policies = text.replace("writePolicies: {}", "writePolicies:\n  agent/workspace: auto\n"
+                            "  source:claude: ask  # a comment")
+    assert yamlsafe.simple_mapping(policies) == {
+        **fast, "writePolicies": {"agent/workspace": "auto", "source:claude": "ask"}}
+    for unsure in ("language: yes", "writePolicy: 'ask'", "maxEntriesPerQuery: 020",
+                   "maxEntriesPerQuery:", "language: en\nlanguage: zh", "\tschema: 1",
+                   "schema: 1 # c\n  budgets: {}", "budgets: [1]"):
+        assert yamlsafe.simple_mapping(unsure) is None, unsure
+
+
+def test_a_cold_read_of_filemem_yaml_does_not_import_ruamel(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    filemem.init_store(tmp_path / "s").close()
+    code = ("import sys, filemem\n"
+            f"filemem.open_store({str(tmp_path / 's')!r}).budgets()\n"
+            "print('ruamel' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

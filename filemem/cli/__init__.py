@@ -1,20 +1,11 @@
 """The `filemem` command: the owner's side of the store, a thin layer over the Provider.
 
-Each module holds one group of commands and registers it on :data:`main`.
+Each module holds one group of commands and registers it on :data:`main` when it is
+imported, which :mod:`filemem.cli.app` does on a command's first use.
 """
 
 from __future__ import annotations
 
-from filemem.cli import (  # noqa: F401  (registers the commands)
-    adapters,
-    connect,
-    entries,
-    hermes,
-    owner,
-    redact,
-    serve,
-    sync,
-)
 from filemem.cli.app import main
 
 __all__ = ["main"]

@@ -2,16 +2,36 @@
 
 The options most commands share may also come before the command's name, as people used to
 ``git -C`` type them: ``filemem --store S list`` is ``filemem list --store S``.
+
+A command's module is imported when the command is used (:data:`COMMANDS`): a cold
+``filemem query`` does not pay for the modules of ``connect``, ``sync`` or ``adapters``.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 from typing import Final
 
 import click
 
 VALUED: Final = ("--store", "--workspace", "--agent", "--session")  # each takes a value
 FLAGS: Final = ("--json", "--yes", "-y")
+# each command and the modules (of filemem.cli) that define it and its subcommands;
+# tests/test_cli_options.py checks this against what the modules register
+COMMANDS: Final = {
+    **dict.fromkeys(("init", "path", "add", "replace", "remove", "consolidate", "query",
+                     "list", "budgets", "audit", "export", "import", "snapshot"),
+                    ("entries",)),
+    **dict.fromkeys(("pending", "approve", "reject", "discard", "adopt", "status", "log",
+                     "verify", "watch"), ("owner",)),
+    **dict.fromkeys(("clone", "remote", "sync"), ("sync",)),
+    **dict.fromkeys(("connect", "disconnect", "hook"), ("connect", "hermes")),
+    "adapters": ("adapters",),
+    "redact": ("redact",),
+    "bridge": ("serve",),
+    "mcp": ("serve",),
+}
 
 
 def _leading(args: list[str]) -> tuple[list[str], list[str]]:
@@ -34,7 +54,19 @@ def _leading(args: list[str]) -> tuple[list[str], list[str]]:
 
 
 class Filemem(click.Group):
-    """The command group, moving the shared options typed before a command to after it."""
+    """The command group, moving the shared options typed before a command to after it, and
+    importing each command's module on first use."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            # an unknown name loads every module, so "did you mean" sees every command
+            for module in COMMANDS.get(cmd_name, sorted({m for ms in COMMANDS.values()
+                                                         for m in ms})):
+                importlib.import_module(f"filemem.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         lead, rest = _leading(args)
@@ -98,3 +130,8 @@ def main() -> None:
     The options below may come before the command, as with `git -C`: `filemem --store S
     list` is `filemem list --store S`.
     """
+    # the modules imported so far live as long as this short process: keep them out of the
+    # collector's full passes (a third of a cold `filemem list`'s view-cache load otherwise);
+    # given back when the command ends, for a caller that runs it in its own process
+    gc.freeze()
+    click.get_current_context().call_on_close(gc.unfreeze)

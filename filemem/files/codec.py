@@ -37,7 +37,6 @@ changed keys' lines and keeps every other line as it was.
 
 from __future__ import annotations
 
-import calendar
 import functools
 import json
 import re
@@ -346,6 +345,8 @@ def _plainify(value: Any) -> Any:
 
 def _timestamp(key: str, value: Any) -> int:
     if isinstance(value, datetime):
+        import calendar  # a hand-written unquoted timestamp only (a cold read never needs it)
+
         utc = value.astimezone(timezone.utc) if value.tzinfo else value
         return calendar.timegm(utc.timetuple()) * 1000 + utc.microsecond // 1000
     if isinstance(value, str):

@@ -4,7 +4,8 @@ It knows nothing about memory entries. Writes splice only the changed paths into
 parent's trees (dulwich's porcelain rebuilds every tree: O(entries) per commit) and move the
 branch with a compare-and-swap. Loose objects are written here, fsynced before the ref moves;
 a batch of many objects goes into one pack instead. Reading goes through dulwich's object
-store, which finds loose and packed objects, including packs other processes just wrote.
+store, which finds loose and packed objects, including packs other processes just wrote;
+the common cases are read without it (:mod:`.objread`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from filemem.files import atomic, gitstate, modes
+from filemem.files import atomic, gitstate, modes, objread
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
+from filemem.files.objread import Packs
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
@@ -116,6 +118,7 @@ class GitRepo:
         self.root = root
         self.git_dir = os.path.join(root, ".git")
         self._repo: Repo | None = None
+        self.packs = Packs(self.git_dir)
         self._trees: dict[str, Tree] = {}
         self._commits: dict[str, CommitInfo] = {}
 
@@ -150,6 +153,7 @@ class GitRepo:
         return self._repo
 
     def close(self) -> None:
+        self.packs.close()
         if self._repo is not None:
             self._repo.close()
             self._repo = None
@@ -244,26 +248,18 @@ class GitRepo:
     # ------------------------------------------------------------ reading
 
     def read_raw(self, sha: str, kind: str = "object") -> tuple[bytes, bytes]:
-        """(kind, content) of an object. Loose objects are read directly (no dulwich import
-        on a cold read path); packed ones through dulwich. A missing or unreadable object
-        is :class:`RepositoryDamaged` (``kind``: what it should be, for the message)."""
+        """(kind, content) of an object, loose or packed; dulwich (imported only then) reads
+        what :mod:`.objread` cannot. A missing or unreadable object is
+        :class:`RepositoryDamaged` (``kind``: what it should be, for the message)."""
+        found = objread.loose(self.git_dir, sha)
+        if isinstance(found, tuple):
+            return found
+        unreadable = found  # None: there is no loose file
+        packed = self.packs.get(sha)
+        if packed is not None:
+            return packed
         from dulwich import errors as dulwich_errors
 
-        loose = os.path.join(self.git_dir, "objects", sha[:2], sha[2:])
-        unreadable: str | None = None
-        try:
-            with open(loose, "rb") as f:
-                data = zlib.decompress(f.read())
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-        except (OSError, zlib.error) as exc:
-            unreadable = f"its file .git/objects/{sha[:2]}/{sha[2:]} is not a git object ({exc})"
-        else:
-            header, sep, raw = data.partition(b"\0")
-            found = header.split(b" ", 1)[0]
-            if sep and (found in _TYPE_NUM or found == b"tag"):
-                return found, raw
-            unreadable = f"its file .git/objects/{sha[:2]}/{sha[2:]} is not a git object"
         store: Any = self.repo.object_store
         try:
             type_num, raw = store.get_raw(sha.encode())

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
-from filemem.files import atomic
+from filemem.files import atomic, flock
 from filemem.model import now_ms
 from filemem.store.names import linked
 from filemem.types import AuditRow
@@ -190,26 +190,19 @@ class Ledger:
         recorded so far (HEAD's last row, the ledger's); the counter also remembers seqs
         handed out for commits not yet made. Raises OSError if the counter cannot be
         written (a read-only store), StoreBusy if it stays taken (a stopped process)."""
-        import portalocker
-
         from filemem import errors
 
         fd = os.open(self.counter_path, os.O_RDWR | os.O_CREAT, 0o600)
         with os.fdopen(fd, "r+b", buffering=0) as f:
             deadline = time.monotonic() + COUNTER_TIMEOUT
-            while True:
-                try:
-                    portalocker.lock(f, portalocker.LockFlags.EXCLUSIVE
-                                     | portalocker.LockFlags.NON_BLOCKING)
-                    break
-                except portalocker.LockException:
-                    if time.monotonic() > deadline:
-                        raise errors.StoreBusy(
-                            f"the store is busy: its audit counter {self.counter_path} has "
-                            f"been locked by another process for more than "
-                            f"{COUNTER_TIMEOUT:.0f} s (one that is stopped?); nothing was "
-                            "recorded; try again") from None
-                    time.sleep(0.002)
+            while not flock.try_lock(f):  # fcntl, not portalocker: a cold read imports less
+                if time.monotonic() > deadline:
+                    raise errors.StoreBusy(
+                        f"the store is busy: its audit counter {self.counter_path} has "
+                        f"been locked by another process for more than "
+                        f"{COUNTER_TIMEOUT:.0f} s (one that is stopped?); nothing was "
+                        "recorded; try again")
+                time.sleep(0.002)
             try:
                 raw = os.pread(fd, _COUNTER_WIDTH + 1, 0)
                 try:
@@ -228,7 +221,7 @@ class Ledger:
                 if last != start:
                     os.pwrite(fd, b"%0*d\n" % (_COUNTER_WIDTH, last), 0)
             finally:
-                portalocker.unlock(f)
+                flock.unlock(f)
 
     def _open(self, flags: int) -> int:
         """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import threading
 import time
@@ -47,6 +46,7 @@ from filemem.store import create, recovery
 from filemem.store.auditlog import Ledger
 from filemem.store.audittrail import AuditTrail
 from filemem.store.invalid import InvalidFiles
+from filemem.store.logs import log
 from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
@@ -60,7 +60,6 @@ _PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
-log = logging.getLogger("filemem")
 T = TypeVar("T")
 
 

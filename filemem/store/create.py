@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-from pathlib import Path
 from typing import Any, Final
 
 from filemem import errors
@@ -22,7 +20,8 @@ from filemem.store.names import CONFIG_FILE, IDENT, META_DIR, private_files
 
 def template_files() -> dict[str, bytes]:
     """The files of ``store-template/`` (installed as ``filemem/_store_template``)."""
-    from importlib import resources
+    from importlib import resources  # with pathlib and shutil, only when a store is made
+    from pathlib import Path
 
     base: Any = resources.files("filemem") / "_store_template"
     if not base.is_dir():
@@ -141,6 +140,8 @@ def make(root: str) -> None:
                 os.rmdir(root)  # Windows cannot rename over an empty folder
             os.rename(building, root)  # POSIX: replaces a missing or empty folder only
         except OSError:
+            import shutil
+
             shutil.rmtree(building, ignore_errors=True)
             if os.path.isdir(os.path.join(root, ".git")):
                 return  # another process won the race: its store is whole

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +14,13 @@ from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
 from filemem.store import redactstage
+from filemem.store.logs import log
 from filemem.store.names import private_files
 from filemem.store.pending import Record, settles
 
 if TYPE_CHECKING:
     from filemem.store.core import Store
 
-log = logging.getLogger("filemem")
 
 
 def _json_row(line: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ write killed at any instant is finished or undone from HEAD by the next transact
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from filemem.files.gitrepo import PendingObjects, RefLocked
 from filemem.files.layout import entry_path, is_entry_path
 from filemem.model import Entry, now_ms
 from filemem.store.auditlog import commit_message
+from filemem.store.logs import log
 from filemem.store.names import IDENT
 from filemem.store.state import State, evolve
 from filemem.types import AuditRow
@@ -27,7 +27,6 @@ from filemem.types import AuditRow
 if TYPE_CHECKING:
     from filemem.store.core import Store
 
-log = logging.getLogger("filemem")
 
 
 class HeadMoved(Exception):

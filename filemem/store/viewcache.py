@@ -58,13 +58,17 @@ class ViewCache:
             if raw.get("format") != FORMAT:
                 return 0
             found = 0
+            one: dict[Any, Any] = {}  # one copy of each repeated value (layer keys, session)
             for blob, fields, _reason, canonical in raw["files"].values():
                 if fields is None or not canonical or not isinstance(blob, str):
                     continue  # read from git: only the canonical form can be re-derived
                 (eid, track, scope, wk, ak, text, source, tags, version, created, updated,
                  session, meta) = fields
-                e = Entry(eid, track, scope, wk, ak, text, source, tuple(tags), version,
-                          created, updated, session, tuple((k, v) for k, v in meta))
+                e = Entry(eid, one.setdefault(track, track), one.setdefault(scope, scope),
+                          one.setdefault(wk, wk), one.setdefault(ak, ak), text,
+                          one.setdefault(source, source), tuple(tags), version, created,
+                          updated, one.setdefault(session, session),
+                          tuple((k, v) for k, v in meta))
                 if all(hash_blob(data) != blob for data in codec.encodings(e)):
                     continue  # not what the blob holds: a forged or stale cache
                 parsed[blob] = (e, None, True)

@@ -1,0 +1,296 @@
+"""Git objects read without dulwich: loose object files, and objects in pack files.
+
+A read (``filemem query``, ``list``, ``snapshot``, an MCP server's first call) needs the
+commit, the trees and a few blobs of HEAD; once packed (a seed, ``git repack``, a clone)
+they are in ``.git/objects/pack``. Importing dulwich and opening its repository costs more
+than the rest of such a read, so the common cases are read here: loose objects, and from
+packs (:class:`Packs`) pack index version 2 and
+pack versions 2 and 3, whole objects and both kinds of delta (``OFS_DELTA``, and
+``REF_DELTA`` whose base is in the same pack). Every object is checked against its sha.
+Anything else (another index version, a base outside the pack, a damaged file, a sha that
+does not match) answers None, and the caller reads the object through dulwich, which
+reports the damage properly: this module is a fast path, never the judge.
+
+The pack list is read on the first lookup and again when a sha is in none of the packs
+known (a pack written or repacked since); packs are mapped read-only, and a mapping stays
+valid after ``git repack`` deletes its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import threading
+import zlib
+from bisect import bisect_left
+from typing import Final
+
+_KINDS: Final = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+_OFS_DELTA: Final = 6
+_REF_DELTA: Final = 7
+_IDX_MAGIC: Final = b"\xfftOc\x00\x00\x00\x02"  # index version 2
+_FANOUT: Final = 8  # the fan-out table's offset in the index
+_SHAS: Final = _FANOUT + 256 * 4
+_BASES_MAX_BYTES: Final = 4 << 20  # delta bases kept per pack
+_MAX_CHAIN: Final = 10_000  # deltas followed before giving up (git's own default depth is 50)
+
+
+def loose(git_dir: str, sha: str) -> tuple[bytes, bytes] | str | None:
+    """(kind, content) of the loose object ``sha``; a reason it is unreadable; or None when
+    there is no loose file for it (it may be packed)."""
+    name = f".git/objects/{sha[:2]}/{sha[2:]}"
+    try:
+        with open(os.path.join(git_dir, "objects", sha[:2], sha[2:]), "rb") as f:
+            data = zlib.decompress(f.read())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, zlib.error) as exc:
+        return f"its file {name} is not a git object ({exc})"
+    header, sep, raw = data.partition(b"\0")
+    found = header.split(b" ", 1)[0]
+    if sep and found in _KINDS.values():
+        return found, raw
+    return f"its file {name} is not a git object"
+
+
+class _ShaTable:
+    """The index's sorted sha column as a sequence, for :func:`bisect_left`."""
+
+    def __init__(self, idx: mmap.mmap, count: int) -> None:
+        self.idx, self.count = idx, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> bytes:
+        start = _SHAS + 20 * i
+        return self.idx[start:start + 20]
+
+
+class _Pack:
+    """One ``pack-*.pack`` and its ``.idx``, mapped read-only."""
+
+    def __init__(self, base: str) -> None:
+        with open(base + ".idx", "rb") as f:
+            self.idx = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            with open(base + ".pack", "rb") as f:
+                self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            self.idx.close()
+            raise
+        if self.idx[:8] != _IDX_MAGIC or self.data[:4] != b"PACK" \
+                or self.data[4:8] not in (b"\0\0\0\2", b"\0\0\0\3"):
+            self.close()
+            raise ValueError("not a pack this reader knows")
+        self.count = int.from_bytes(self.idx[_SHAS - 4:_SHAS], "big")
+        self.shas = _ShaTable(self.idx, self.count)
+        self._bases: dict[int, tuple[bytes, bytes]] = {}  # offset -> (kind, content)
+        self._base_bytes = 0
+
+    def close(self) -> None:
+        self.idx.close()
+        self.data.close()
+
+    def offset(self, binsha: bytes) -> int | None:
+        first = binsha[0]
+        lo = int.from_bytes(self.idx[_FANOUT + 4 * (first - 1):_FANOUT + 4 * first], "big") \
+            if first else 0
+        hi = int.from_bytes(self.idx[_FANOUT + 4 * first:_FANOUT + 4 * first + 4], "big")
+        i = bisect_left(self.shas, binsha, lo, hi)
+        if i >= hi or self.shas[i] != binsha:
+            return None
+        at = _SHAS + 24 * self.count + 4 * i  # after the shas and the crc32 column
+        off = int.from_bytes(self.idx[at:at + 4], "big")
+        if off & 0x80000000:  # an index into the 8-byte offsets of packs over 2 GiB
+            at = _SHAS + 28 * self.count + 8 * (off & 0x7FFFFFFF)
+            off = int.from_bytes(self.idx[at:at + 8], "big")
+        return off
+
+    def read(self, off: int) -> tuple[bytes, bytes]:
+        """(kind, content) of the object at ``off``; ValueError / KeyError if it cannot be
+        read here. A delta chain stops at the first base already made."""
+        deltas: list[tuple[int, bytes]] = []  # (offset of the delta, the delta)
+        while True:
+            hit = self._bases.get(off)
+            if hit is not None:  # a base already made (objects of a history share bases)
+                kind, raw = hit
+                break
+            code, size, pos = self._header(off)
+            if code in _KINDS:
+                raw = self._inflate(pos, size)
+                kind = _KINDS[code]
+                break
+            if len(deltas) >= _MAX_CHAIN:
+                raise ValueError("delta chain too long")
+            if code == _OFS_DELTA:
+                c = self.data[pos]
+                pos += 1
+                back = c & 0x7F
+                while c & 0x80:
+                    c = self.data[pos]
+                    pos += 1
+                    back = ((back + 1) << 7) | (c & 0x7F)
+                deltas.append((off, self._inflate(pos, size)))
+                off -= back
+            elif code == _REF_DELTA:
+                base = self.offset(self.data[pos:pos + 20])
+                if base is None:
+                    raise KeyError("the delta's base is not in this pack")
+                deltas.append((off, self._inflate(pos + 20, size)))
+                off = base
+            else:
+                raise ValueError(f"object type {code}")
+        if deltas:
+            self._remember(off, kind, raw)
+        for at, delta in reversed(deltas):
+            raw = _apply_delta(raw, delta)
+            if at != deltas[0][0]:
+                self._remember(at, kind, raw)
+        return kind, raw
+
+    def _remember(self, off: int, kind: bytes, raw: bytes) -> None:
+        """Keep a delta base (whole or itself made from deltas), up to a few MB of them."""
+        if self._base_bytes + len(raw) > _BASES_MAX_BYTES:
+            self._bases.clear()
+            self._base_bytes = 0
+        if len(raw) <= _BASES_MAX_BYTES and off not in self._bases:
+            self._bases[off] = (kind, raw)
+            self._base_bytes += len(raw)
+
+    def _header(self, off: int) -> tuple[int, int, int]:
+        c = self.data[off]
+        kind, size, shift, pos = (c >> 4) & 7, c & 0x0F, 4, off + 1
+        while c & 0x80:
+            c = self.data[pos]
+            pos += 1
+            size |= (c & 0x7F) << shift
+            shift += 7
+        return kind, size, pos
+
+    def _inflate(self, pos: int, size: int) -> bytes:
+        d = zlib.decompressobj()
+        out = []
+        step = size + 64  # zlib's overhead on a small object; more is read if needed
+        while not d.eof:
+            chunk = self.data[pos:pos + step]
+            if not chunk:
+                raise ValueError("the pack ends inside an object")
+            pos += len(chunk)
+            out.append(d.decompress(chunk))
+            step = 65536
+        raw = b"".join(out)
+        if len(raw) != size:
+            raise ValueError("an object's size is not what its header says")
+        return raw
+
+
+def _varint(delta: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        c = delta[pos]
+        pos += 1
+        value |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return value, pos
+
+
+def _apply_delta(base: bytes, delta: bytes) -> bytes:
+    """git's delta format: the base's size, the result's size, then copy and insert ops."""
+    src_size, pos = _varint(delta, 0)
+    dst_size, pos = _varint(delta, pos)
+    if src_size != len(base):
+        raise ValueError("a delta for another base")
+    out = bytearray()
+    end = len(delta)
+    while pos < end:
+        cmd = delta[pos]
+        pos += 1
+        if cmd & 0x80:  # copy from the base: offset and size bytes as the flags say
+            start = size = 0
+            for i in range(4):
+                if cmd & (1 << i):
+                    start |= delta[pos] << (8 * i)
+                    pos += 1
+            for i in range(3):
+                if cmd & (0x10 << i):
+                    size |= delta[pos] << (8 * i)
+                    pos += 1
+            size = size or 0x10000
+            if start + size > len(base):
+                raise ValueError("a delta copies past its base")
+            out += base[start:start + size]
+        elif cmd:  # insert the next cmd bytes
+            out += delta[pos:pos + cmd]
+            pos += cmd
+        else:
+            raise ValueError("a delta opcode 0")
+    if len(out) != dst_size:
+        raise ValueError("a delta's result is not the size it says")
+    return bytes(out)
+
+
+class Packs:
+    """The repository's packs; :meth:`get` is a packed object, or None (ask dulwich)."""
+
+    def __init__(self, git_dir: str) -> None:
+        self.dir = os.path.join(git_dir, "objects", "pack")
+        self._packs: dict[str, _Pack | None] = {}  # None: a pack this reader cannot read
+        self._lock = threading.Lock()
+        self._listed = False
+
+    def get(self, sha: str) -> tuple[bytes, bytes] | None:
+        try:
+            binsha = bytes.fromhex(sha)
+        except ValueError:
+            return None
+        if len(binsha) != 20:
+            return None
+        for rescan in (not self._listed, True):
+            if rescan and not self._rescan():
+                continue
+            for pack in list(self._packs.values()):
+                if pack is None:
+                    continue
+                try:
+                    off = pack.offset(binsha)
+                    if off is None:
+                        continue
+                    kind, raw = pack.read(off)
+                except (ValueError, KeyError, IndexError, OverflowError, zlib.error):
+                    return None  # damaged, closed or not understood: dulwich decides
+                header = b"%s %d\0" % (kind, len(raw))
+                if hashlib.sha1(header + raw).digest() != binsha:
+                    return None
+                return kind, raw
+        return None
+
+    def _rescan(self) -> bool:
+        """Map packs that appeared since the last scan; False if there is none new."""
+        with self._lock:
+            self._listed = True
+            try:
+                names = {n[:-4] for n in os.listdir(self.dir) if n.endswith(".idx")}
+            except OSError:
+                return False
+            new = names - self._packs.keys()
+            for name in new:
+                try:
+                    self._packs[name] = _Pack(os.path.join(self.dir, name))
+                except (OSError, ValueError):
+                    self._packs[name] = None  # e.g. an index being written: retried below
+            for name in [n for n in new if self._packs[n] is None]:
+                del self._packs[name]
+            return bool(new)
+
+    def close(self) -> None:
+        with self._lock:
+            for pack in self._packs.values():
+                if pack is not None:
+                    with contextlib.suppress(BufferError):
+                        pack.close()
+            self._packs.clear()
+            self._listed = False

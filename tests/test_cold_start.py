@@ -1,0 +1,110 @@
+"""What a cold command and the MCP server import, checked structurally (never timed): a read
+from the CLI loads neither the other commands' modules nor dulwich, ruamel, portalocker,
+pydantic or the MCP SDK; the command table that makes the CLI lazy matches what its modules
+register; and the start-up benchmarks run and print figures beside their targets."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import filemem
+from filemem.cli.app import COMMANDS, main
+from tests.conftest import BIG, ROOT, ctx, git
+
+HEAVY = ("dulwich", "ruamel", "portalocker", "pydantic", "mcp", "mcp_types", "jsonschema",
+         "anyio", "importlib.metadata", "filemem.owner", "filemem.adapters", "filemem.mcp",
+         "filemem.cli.connect", "filemem.cli.sync", "filemem.cli.owner",
+         "filemem.cli.serve", "filemem.cli.adapters", "filemem.cli.hermes")
+
+# runs the CLI, then prints the modules it loaded (even when click exits)
+WRAPPER = """
+import json, sys
+try:
+    from filemem.cli import main
+    main(sys.argv[1:], prog_name="filemem")
+finally:
+    sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+
+def test_the_command_table_matches_what_the_modules_register() -> None:
+    every = sorted({m for modules in COMMANDS.values() for m in modules})
+    for module in every:
+        importlib.import_module(f"filemem.cli.{module}")
+    assert set(main.commands) == set(COMMANDS)
+    for name, cmd in main.commands.items():
+        defined = {cmd.callback.__module__} if cmd.callback else set()
+        stack = [cmd]
+        while stack:
+            group = stack.pop()
+            if isinstance(group, click.Group):
+                for sub in group.commands.values():
+                    if sub.callback is not None:
+                        defined.add(sub.callback.__module__)
+                    stack.append(sub)
+        assert defined == {f"filemem.cli.{m}" for m in COMMANDS[name]}, name
+
+
+@pytest.fixture(scope="module")
+def packed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cold") / "store"
+    with filemem.open_store(path, create=True, budgets=BIG, write_policy="auto") as p:
+        p.seed([{"track": "user", "scope": "user-global", "text": f"fact {i}"}
+                for i in range(30)], ctx())
+        p.add({"track": "user", "scope": "user-global", "text": "one loose fact"}, ctx())
+    git(path, "repack", "-adq")  # packed by git itself, deltas and all
+    return path
+
+
+@pytest.mark.parametrize("args", [["query", "fact"], ["list"], ["snapshot"],
+                                  ["query", "--json", "fact"], ["list", "--json"]])
+def test_a_cold_read_imports_only_what_it_needs(packed_store: Path, args: list[str]) -> None:
+    env = {**os.environ, "FILEMEM_STORE": str(packed_store)}
+    for _ in range(2):  # the second run has a fresh view cache, as most reads do
+        out = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 0, out.stderr
+    assert "fact" in out.stdout
+    loaded = json.loads(out.stderr.rsplit("MODULES ", 1)[1])
+    heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert heavy == []
+
+
+def test_the_mcp_server_reads_without_dulwich_or_ruamel(packed_store: Path) -> None:
+    code = ("import sys, filemem.mcp.server, filemem\n"
+            f"p = filemem.open_store({str(packed_store)!r}, validate=False)\n"
+            "p.budgets(); p.list_entries()\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'dulwich', 'ruamel'}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _bench(name: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / name), *args],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_cold_cli_benchmark_prints_each_command_beside_its_peers() -> None:
+    out = _bench("cold_cli.py", "--runs", "1", "--entries", "20")
+    for row in ("python -c pass", 'python -c "import filemem"', "filemem query fact",
+                "filemem list", "filemem snapshot"):
+        assert row in out
+    assert out.count("target 150 ms: ") == 3
+
+
+def test_the_mcp_startup_benchmark_prints_both_servers_and_the_targets() -> None:
+    out = _bench("mcp_startup.py", "--runs", "1", "--entries", "20")
+    assert out.count("bare MCP SDK server:") == 2 and out.count("filemem mcp:") == 2
+    assert out.count("target <= +300 ms: ") == 2
+    assert "target <= 100 MB: " in out or sys.platform != "linux"

@@ -1,0 +1,110 @@
+"""Objects read without dulwich (filemem/files/objread.py) against the real git CLI: every
+object of stores git itself packed (both kinds of delta, long chains) reads exactly as
+`git cat-file` prints it; a damaged or foreign pack is never believed (the read falls back
+to dulwich and reports the damage as before); packs made while a reader is open are found."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import filemem
+from filemem.files.objread import Packs
+from filemem.files.objread import loose as read_loose
+from tests.conftest import BIG, GIT, ctx, git
+
+
+def _store(path: Path, adds: int = 40) -> Path:
+    with filemem.open_store(path, create=True, budgets=BIG, write_policy="auto") as p:
+        p.seed([{"track": "agent", "scope": "workspace", "text": f"seeded fact {i}"}
+                for i in range(50)], ctx(agent="coder"))
+        for i in range(adds):  # similar texts and trees: material for deltas
+            p.add({"track": "user", "scope": "user-global", "text": f"note {i} " * 30},
+                  ctx())
+    return path
+
+
+def _objects(path: Path) -> list[tuple[str, str]]:
+    out = git(path, "cat-file", "--batch-all-objects",
+              "--batch-check=%(objectname) %(objecttype)")
+    return [(line.split()[0], line.split()[1]) for line in out.splitlines()]
+
+
+def _cat(path: Path, kind: str, sha: str) -> bytes:
+    assert GIT is not None
+    return subprocess.run([GIT, "-C", str(path), "cat-file", kind, sha], check=True,
+                          capture_output=True).stdout
+
+
+@pytest.mark.parametrize("offsets", ["true", "false"])  # OFS_DELTA / REF_DELTA bases
+def test_every_object_git_packed_reads_as_git_prints_it(tmp_path: Path, offsets: str) -> None:
+    store = _store(tmp_path / "s")
+    git(store, "-c", f"repack.useDeltaBaseOffset={offsets}", "repack", "-adf", "-q",
+        "--depth=250", "--window=250")
+    verify = git(store, "verify-pack", "-v", *map(str, (store / ".git/objects/pack").glob(
+        "*.idx")))
+    assert "chain length = 2" in verify  # the repack really made delta chains
+    packs = Packs(str(store / ".git"))
+    objects = _objects(store)
+    assert len(objects) > 200
+    for sha, kind in objects:
+        assert read_loose(str(store / ".git"), sha) is None  # all packed now
+        assert packs.get(sha) == (kind.encode(), _cat(store, kind, sha)), sha
+    assert packs.get("0" * 40) is None
+    assert packs.get("not a sha") is None
+    packs.close()
+
+
+def test_a_damaged_pack_is_never_believed(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s", adds=5)
+    git(store, "repack", "-adf", "-q")
+    expected = {sha: (kind.encode(), _cat(store, kind, sha)) for sha, kind in _objects(store)}
+    (pack,) = (store / ".git/objects/pack").glob("*.pack")
+    data = bytearray(pack.read_bytes())
+    pack.chmod(0o600)
+    for at in range(12, len(data) - 20, 97):  # bytes all over the objects' data
+        data[at] ^= 0x55
+    pack.write_bytes(bytes(data))
+    packs = Packs(str(store / ".git"))
+    answers = [packs.get(sha) for sha in expected]
+    assert None in answers  # the damage was noticed ...
+    for sha, got in zip(expected, answers, strict=True):
+        assert got is None or got == expected[sha]  # ... and nothing wrong was believed
+    pack.write_bytes(bytes(data[: len(data) // 2]))  # cut short
+    cut = Packs(str(store / ".git"))
+    for sha, want in expected.items():
+        got = cut.get(sha)
+        assert got is None or got == want
+    with pytest.raises(filemem.FilememError):  # reported as before: the store is damaged
+        filemem.open_store(store).list_entries()
+
+
+def test_packs_made_while_open_are_found(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s", adds=3)
+    packs = Packs(str(store / ".git"))
+    first = _objects(store)
+    git(store, "repack", "-adq")
+    assert all(packs.get(sha) is not None for sha, _ in first)
+    with filemem.open_store(store, write_policy="auto") as p:
+        p.add({"track": "user", "scope": "user-global", "text": "after the first scan"},
+              ctx())
+    git(store, "repack", "-adq")  # the old pack is deleted; a new one holds everything
+    for sha, kind in _objects(store):
+        assert packs.get(sha) == (kind.encode(), _cat(store, kind, sha))
+    packs.close()
+
+
+def test_reading_a_packed_store_does_not_import_dulwich(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s", adds=3)
+    git(store, "repack", "-adq")
+    code = ("import sys, filemem\n"
+            f"with filemem.open_store({str(store)!r}) as p:\n"
+            "    assert len(p.list_entries()) == 53\n"
+            "    p.query({'text': 'note'})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dulwich'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout
