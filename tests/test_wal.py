@@ -28,12 +28,14 @@ WS = {"track": "agent", "scope": "workspace"}
 
 
 @pytest.fixture(autouse=True)
-def boot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set this "machine's" boot id; the returned function restarts it."""
+def boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """Set this "machine's" boot id (a file standing in for /proc's); the returned
+    function restarts it."""
     cached = wal.boot_id
+    monkeypatch.setattr(wal, "BOOT_ID_FILE", str(tmp_path / "boot_id"))
 
     def set_boot(value: str) -> None:
-        monkeypatch.setenv("FILEMEM_BOOT_ID", value)
+        (tmp_path / "boot_id").write_text(value + "\n")
         cached.cache_clear()
 
     set_boot("a" * 36)
@@ -181,7 +183,8 @@ def test_a_torn_tail_of_the_log_is_dropped(store_path: Path, boot: Any) -> None:
 
 REPLAY_KILLED = """
 import os, sys
-import filemem, filemem.files.atomic
+import filemem, filemem.files.atomic, filemem.files.wal
+filemem.files.wal.BOOT_ID_FILE = sys.argv[2]
 real_commit = filemem.files.atomic.LockFile.commit
 def die(self):
     if self.path.endswith(os.path.join("refs", "heads", "main")):
@@ -202,8 +205,8 @@ def test_a_replay_killed_midway_is_done_again(store_path: Path, boot: Any) -> No
         path.write_bytes(b"")
     ref_path(store_path).write_text(before + "\n")
     boot("b" * 36)
-    out = subprocess.run([sys.executable, "-c", REPLAY_KILLED, str(store_path)],
-                         env=os.environ.copy(), capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", REPLAY_KILLED, str(store_path),
+                          wal.BOOT_ID_FILE], capture_output=True, text=True)
     assert out.returncode == 9, out.stderr
     assert wal.Wal.at(str(store_path / ".filemem")).stale()  # still to do
     with open_store(store_path) as p:

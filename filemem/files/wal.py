@@ -48,9 +48,6 @@ BOOT_ID_FILE: Final = "/proc/sys/kernel/random/boot_id"
 @cache
 def boot_id() -> str | None:
     """This boot's id, or None where the system does not say (then nothing is deferred)."""
-    forced = os.environ.get("FILEMEM_BOOT_ID")  # tests simulate a restart with it
-    if forced:
-        return forced
     try:
         with open(BOOT_ID_FILE, encoding="ascii") as f:
             value = f.read().strip()
