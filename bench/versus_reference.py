@@ -13,7 +13,8 @@ The workload is the reference's: 200 adds, 200 queries, 200 replaces, 200 remove
 
 The fsync floor is what the disk needs to make one small write durable: a file of 200 bytes
 written, fsynced, renamed over and its folder fsynced, in the folder that holds the stores.
-It is sampled before, between and after the runs, and the median of all samples is used.
+It is sampled before, between and after the runs and after every filemem write (a shared
+disk's speed changes by the second), and the median of all samples is used.
 Every figure is a median in ms and is printed beside its target. The reference neither
 fsyncs nor keeps history; filemem's writes are durable when they return.
 
@@ -109,33 +110,45 @@ def workload(entries: int, n: int, seeds: int) -> dict[str, Any]:
 # ------------------------------------------------------------------ measuring
 
 
-def timed(items: list[Any], fn: Callable[[Any], Any]) -> list[float]:
+FLOOR: list[float] = []  # every floor sample of the run
+FLOOR_DIR: list[str] = []
+
+
+def floor_sample() -> None:
+    """One small file made durable: written, fsynced, renamed over, its folder fsynced
+    (in the folder holding the stores); appended to FLOOR."""
+    folder = FLOOR_DIR[0]
+    tmp, final = os.path.join(folder, "floor.tmp"), os.path.join(folder, "floor")
+    t = time.perf_counter()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"x" * 200)
+    os.fsync(fd)
+    os.close(fd)
+    os.replace(tmp, final)
+    dfd = os.open(folder, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    FLOOR.append((time.perf_counter() - t) * 1000)
+
+
+def fsync_floor(folder: str, n: int) -> list[float]:
+    FLOOR_DIR[:] = [folder]
+    start = len(FLOOR)
+    for _ in range(n):
+        floor_sample()
+    return FLOOR[start:]
+
+
+def timed(items: list[Any], fn: Callable[[Any], Any], floor: bool = False) -> list[float]:
+    """Each call's ms; ``floor``: one floor sample after each (the disk's state changes by
+    the second on a shared machine: a write is judged against samples taken beside it)."""
     out = []
     for item in items:
         t = time.perf_counter()
         fn(item)
         out.append((time.perf_counter() - t) * 1000)
-    return out
-
-
-def fsync_floor(folder: str, n: int) -> list[float]:
-    """One small file made durable: written, fsynced, renamed over, its folder fsynced."""
-    tmp, final = os.path.join(folder, "floor.tmp"), os.path.join(folder, "floor")
-    data = b"x" * 200
-    out = []
-    dfd = os.open(folder, os.O_RDONLY)
-    try:
-        for _ in range(n):
-            t = time.perf_counter()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.write(fd, data)
-            os.fsync(fd)
-            os.close(fd)
-            os.replace(tmp, final)
-            os.fsync(dfd)
-            out.append((time.perf_counter() - t) * 1000)
-    finally:
-        os.close(dfd)
+        if floor:
+            floor_sample()
     return out
 
 
@@ -163,10 +176,12 @@ def build_filemem(root: str, work: dict[str, Any], commits: int,
 def run_filemem(p: filemem.Provider, work: dict[str, Any]) -> dict[str, list[float]]:
     s: dict[str, list[float]] = {}
     p.query({"text": "warm"})
-    s["add"] = timed(work["adds"], lambda w: p.add(w["input"], w["write"]))
+    s["add"] = timed(work["adds"], lambda w: p.add(w["input"], w["write"]), True)
     s["query"] = timed(work["queries"], lambda q: p.query(q["filter"]))
-    s["replace"] = timed(work["replaces"], lambda w: p.replace(w["input"], w["write"]))
-    s["remove"] = timed(work["removes"], lambda w: p.remove(w["input"], w["write"]))
+    s["replace"] = timed(work["replaces"],
+                       lambda w: p.replace(w["input"], w["write"]), True)
+    s["remove"] = timed(work["removes"], lambda w: p.remove(w["input"], w["write"]),
+                      True)
     s["seed"] = timed(work["seeds"], lambda b: p.seed(b["inputs"], b["write"]))
     s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"], p.audit_list)
     return s
@@ -209,10 +224,10 @@ def run_bridge(root: str, work: dict[str, Any]) -> dict[str, list[float]]:
         s: dict[str, list[float]] = {}
         b.call("query", {"filter": {"text": "warm"}})
         s["round trip"] = timed(list(range(work["auditRuns"])), lambda _: b.call("describe"))
-        s["add"] = timed(work["adds"], lambda w: b.call("add", w))
+        s["add"] = timed(work["adds"], lambda w: b.call("add", w), True)
         s["query"] = timed(work["queries"], lambda q: b.call("query", q))
-        s["replace"] = timed(work["replaces"], lambda w: b.call("replace", w))
-        s["remove"] = timed(work["removes"], lambda w: b.call("remove", w))
+        s["replace"] = timed(work["replaces"], lambda w: b.call("replace", w), True)
+        s["remove"] = timed(work["removes"], lambda w: b.call("remove", w), True)
         s["seed"] = timed(work["seeds"], lambda x: b.call("seed", x))
         s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"],
                                lambda n: b.call("auditList", {"limit": n}))
@@ -277,6 +292,10 @@ def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
         elif op == "query":
             target, text = 0.5 * r, f"bridge - round trip <= 0.5x reference = {0.5 * r:.3f}"
             check, extra = b - rt, f" (bridge net {b - rt:.3f})"
+        elif op == "auditList":
+            target, text = r, f"<= reference = {r:.3f}"
+            check = f
+            extra = f"; bridge net {b - rt:.3f}: {verdict(b - rt, r)}"
         else:
             target, text = r, f"<= reference = {r:.3f}"
             check, extra = f, ""
@@ -318,7 +337,7 @@ def main() -> None:
         workfile = os.path.join(tmp, "workload.json")
         with open(workfile, "w", encoding="utf-8") as f:
             json.dump(work, f)
-        floor = fsync_floor(tmp, args.n)
+        fsync_floor(tmp, args.n)
         say("reference (node:sqlite) ...")
         node, ref = run_reference(args.reference, workfile, tmp)
         say(f"filemem store: {args.entries} entries, {args.commits} commits ...")
@@ -326,21 +345,21 @@ def main() -> None:
         p = build_filemem(root, work, args.commits, not args.quiet)
         p.close()
         shutil.copytree(root, os.path.join(tmp, "bridge-store"), symlinks=True)
-        floor += fsync_floor(tmp, args.n)
+        fsync_floor(tmp, args.n)
         say("filemem in-process ...")
         with filemem.open_store(root, write_policy="auto", budgets=BIG) as p:
             fm = run_filemem(p, work)
-        floor += fsync_floor(tmp, args.n)
+        fsync_floor(tmp, args.n)
         say("filemem bridge ...")
         br = run_bridge(os.path.join(tmp, "bridge-store"), work)
-        floor += fsync_floor(tmp, args.n)
+        fsync_floor(tmp, args.n)
         clean = subprocess.run(["git", "-C", root, "status", "--porcelain"],
                                capture_output=True, text=True, check=True).stdout
         print(f"# {args.entries} entries, filemem with {args.commits} commits of history; "
               f"{args.n} runs of each operation, {args.seeds} seed(s); Node {node}, "
               f"Python {sys.version.split()[0]}, stores in {args.dir or tempfile.gettempdir()}"
               f"; git status after the run: {'clean' if not clean else 'DIRTY'}")
-        figures = report(ref, fm, br, floor)
+        figures = report(ref, fm, br, FLOOR)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump({"entries": args.entries, "commits": args.commits, "n": args.n,
