@@ -225,3 +225,44 @@ def test_a_big_log_is_checkpointed(store_path: Path, monkeypatch: pytest.MonkeyP
     boot("b" * 36)
     with open_store(store_path) as p:
         assert texts(p) == ["checkpointed"]
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00\x10\x00{\"old\": \"ab", b"\x00\x00"])
+def test_a_write_after_a_killed_append_is_replayed(store_path: Path, boot: Any,
+                                                   tail: bytes) -> None:
+    """A process killed mid-append leaves a torn record in the same boot: the next write's
+    record goes after the whole ones, so a restart still replays it."""
+    p = open_store(store_path)
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    p.add({**UG, "text": "before the kill"}, ctx())
+    p.close()
+    with open(store_path / ".filemem" / "wal", "ab") as f:
+        f.write(tail)
+    with open_store(store_path) as p:
+        p.add({**UG, "text": "after the kill"}, ctx())
+    assert len(wal.Wal.at(str(store_path / ".filemem")).records()) == 2
+    ref_path(store_path).write_text(before + "\n")  # both ref moves lost
+    boot("b" * 36)
+    with open_store(store_path) as p:
+        assert texts(p) == ["after the kill", "before the kill"]
+    assert_clean_repo(store_path)
+
+
+def test_a_failed_append_leaves_no_torn_record(store_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    size = log.size()
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", disk_full)
+    with pytest.raises(filemem.FilememError):
+        p.add({**UG, "text": "two"}, ctx())
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert log.size() == size
+    assert texts(p) == ["one"]
+    p.close()

@@ -23,6 +23,7 @@ file as before (``Wal.enabled`` is False).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import struct
@@ -42,6 +43,8 @@ MAGIC: Final = b"filemem-wal/1 boot "
 HEADER_SIZE: Final = 64  # MAGIC, the boot id (36 characters), padding, "\n"
 CHECKPOINT_BYTES: Final = 16 << 20  # ~1,500 writes at 1,000 entries
 _RECORD: Final = struct.Struct(">II")  # payload length, crc32 of the payload
+_END: Final = struct.Struct(">I4s")  # the record's whole length, END: a JSON payload's
+END: Final = b"WEND"                 # torn tail never looks like one (its first byte is 0)
 BOOT_ID_FILE: Final = "/proc/sys/kernel/random/boot_id"
 
 
@@ -78,7 +81,9 @@ class WalRecord:
                "paths": {p: list(v) for p, v in self.paths.items()},
                "adopted": self.adopted}
         payload = json.dumps(doc, separators=(",", ":")).encode()
-        return _RECORD.pack(len(payload), zlib.crc32(payload)) + payload
+        whole = _RECORD.size + len(payload) + _END.size
+        return _RECORD.pack(len(payload), zlib.crc32(payload)) + payload + _END.pack(whole,
+                                                                                    END)
 
     @classmethod
     def decode(cls, payload: bytes) -> WalRecord:
@@ -134,32 +139,50 @@ class Wal:
         assert boot is not None, "the log is used only where the boot id is known"
         if self._boot_of()[0] != boot:
             self.reset()
-        fd = atomic.open_nofollow(self.path, os.O_WRONLY | os.O_APPEND)
+        fd = atomic.open_nofollow(self.path, os.O_RDWR)
         try:
-            atomic.write_all(fd, record.encode())
-            getattr(os, "fdatasync", os.fsync)(fd)
-            return os.fstat(fd).st_size
+            end = os.fstat(fd).st_size
+            if not _ends_whole(fd, end):  # a killed append's tail: records go after whole ones
+                end = self._parse()[1]
+                os.ftruncate(fd, end)
+            os.lseek(fd, end, os.SEEK_SET)
+            data = record.encode()
+            try:
+                atomic.write_all(fd, data)
+                getattr(os, "fdatasync", os.fsync)(fd)
+            except BaseException:
+                with contextlib.suppress(OSError):  # a full disk: no torn record left
+                    os.ftruncate(fd, end)
+                raise
+            return end + len(data)
         finally:
             os.close(fd)
 
     def records(self) -> list[WalRecord]:
         """The whole records, in order; a torn or damaged tail (a cut append) is dropped."""
+        return self._parse()[0]
+
+    def _parse(self) -> tuple[list[WalRecord], int]:
+        """(the whole records, where the last one ends)."""
         try:
             data = atomic.read_nofollow(self.path)
         except FileNotFoundError:
-            return []
+            return [], 0
         out, at = [], HEADER_SIZE
         while at + _RECORD.size <= len(data):
             length, crc = _RECORD.unpack_from(data, at)
-            payload = data[at + _RECORD.size:at + _RECORD.size + length]
-            if len(payload) != length or zlib.crc32(payload) != crc:
+            start = at + _RECORD.size
+            payload = data[start:start + length]
+            if len(payload) != length or zlib.crc32(payload) != crc or \
+                    data[start + length:start + length + _END.size] != _END.pack(
+                        _RECORD.size + length + _END.size, END):
                 break
             try:
                 out.append(WalRecord.decode(payload))
             except (ValueError, KeyError, TypeError, IndexError):
                 break
-            at += _RECORD.size + length
-        return out
+            at = start + length + _END.size
+        return out, min(at, len(data))
 
     def reset(self) -> None:
         """An empty log for this boot, durably (only once what it covered is durable)."""
@@ -180,6 +203,16 @@ class Wal:
             sync_files([ref_path])
             atomic.fsync_dir(os.path.dirname(ref_path))
         self.reset()
+
+
+def _ends_whole(fd: int, size: int) -> bool:
+    """Whether the log ends with a whole record (or is just its header)."""
+    if size == HEADER_SIZE:
+        return True
+    if size < HEADER_SIZE + _RECORD.size + _END.size:
+        return False
+    whole, mark = _END.unpack(os.pread(fd, _END.size, size - _END.size))
+    return bool(mark == END and size - whole >= HEADER_SIZE)
 
 
 def syncfs(path: str) -> bool:
