@@ -105,10 +105,10 @@ class Store:
         self._lock_depth = 0
         if recovery.unfinished(self):
             # a killed write (or a log from before a restart) is finished or undone here; a
-            # running write finishes its own, a read-only store is read as it is: readers
-            # never wait for a writer (reads see HEAD, never the working tree)
-            with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly), \
-                    self.locked(timeout=0.0):
+            # running write finishes its own, a read-only or full store is read as it is
+            # (reads see HEAD, never the working tree): readers never wait for a writer
+            with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly, errors.StoreFull), \
+                    self.locked(timeout=0.0), self.disk_full_is_reported():
                 self._recover()
 
     @contextlib.contextmanager
