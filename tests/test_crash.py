@@ -101,7 +101,7 @@ def die(*args, **kwargs):
 
 real_cas = filemem.files.gitrepo.GitRepo.cas_head
 
-def die_before_cas(self, old, new, message):
+def die_before_cas(self, old, new, message, durable=True):
     print(new, flush=True)  # the commit object that was written but never referenced
     os._exit(9)
 

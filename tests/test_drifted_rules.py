@@ -76,10 +76,11 @@ def test_an_audit_only_commit_is_never_dropped(make_provider: Any, store_path: P
     provider = make_provider(write_policy="off")
     real = GitRepo.cas_head
 
-    def always_moved(self: GitRepo, old: str | None, new: str, message: str) -> bool:
+    def always_moved(self: GitRepo, old: str | None, new: str, message: str,
+                     durable: bool = True) -> bool:
         if "denied" in message:
             return False  # as if someone committed with git every time
-        return real(self, old, new, message)
+        return real(self, old, new, message, durable)
 
     monkeypatch.setattr(GitRepo, "cas_head", always_moved)
     with pytest.raises(filemem.ProtocolError) as info:
@@ -94,7 +95,7 @@ def test_an_audit_only_commit_is_never_dropped(make_provider: Any, store_path: P
 def test_a_write_on_a_branch_that_keeps_moving_says_so(make_provider: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     provider = make_provider()
-    monkeypatch.setattr(GitRepo, "cas_head", lambda self, old, new, message: False)
+    monkeypatch.setattr(GitRepo, "cas_head", lambda self, old, new, message, durable=True: False)
     with pytest.raises(filemem.StoreBusy, match="branch moved 5 times"):
         provider.add({**UG, "text": "never lands"}, ctx())
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import filemem
+from filemem.files.wal import Wal
 from filemem.owner import Owner
 from filemem.owner.redaction import MARKER
 from tests.conftest import ctx, git, head, run_at_terminal, run_cli
@@ -43,6 +44,10 @@ def traces(store: Path, needle: str) -> list[str]:
     for path in store.rglob("*"):
         if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
             found.append(str(path.relative_to(store)))
+    # the write-ahead log keeps objects base64-encoded: read its records
+    if any(needle.encode() in raw for r in Wal.at(str(store / ".filemem")).records()
+           for _sha, _kind, raw in r.objects):
+        found.append("the write-ahead log's objects")
     return found
 
 

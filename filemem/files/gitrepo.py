@@ -36,6 +36,7 @@ BRANCH: Final = "main"
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TYPE_NUM: Final = {v: k for k, v in _TYPES.items()}
 _PACK_THRESHOLD: Final = 64  # more new objects than this go into one pack file
+Loose = tuple[str, bytes, bytes]  # an object written loose: sha, kind, raw content
 _TREE_CACHE_MAX: Final = 20_000
 # the modes git writes in a tree (fsck: any other, or zero-padded, is bad)
 _MODES: Final = {b"100644": FILE_MODE, b"100755": 0o100755, b"120000": 0o120000,
@@ -206,22 +207,21 @@ class GitRepo:
             pass
         return None
 
-    def cas_head(self, old: str | None, new: str, message: str) -> bool:
+    def cas_head(self, old: str | None, new: str, message: str, durable: bool = True) -> bool:
         """Move the branch from ``old`` to ``new`` only if it still points at ``old``.
 
         git's own protocol: ``<ref>.lock`` created exclusively (a git command holding it
         makes this raise :class:`RefLocked`, not wait), the value re-read under it, written,
-        fsynced and renamed into place, and the folder fsynced (the move is the commit
-        point: once this returns it survives a power cut); then a reflog line, as git
-        writes one. dulwich's set_if_equals does the same but re-reads the repository
-        config for every reflog line (~1 ms a commit). A git operation stopped half way
-        (a merge with conflicts, a rebase, ...) raises GitOperationInProgress under the
-        lock instead: nothing is committed on top of one, whatever was checked before."""
+        fsynced and renamed into place, and the folder fsynced (``durable``; else the
+        write-ahead log holds the move); then a reflog line, as git writes one. dulwich's
+        set_if_equals re-reads the repository config for every reflog line (~1 ms a
+        commit). A git operation stopped half way (a merge with conflicts, a rebase, ...)
+        raises GitOperationInProgress under the lock: nothing is committed on top of one."""
         ref = self.head_ref()
         path = os.path.join(self.git_dir, *ref.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
-            lock = atomic.LockFile(path, durable=True)
+            lock = atomic.LockFile(path, durable=durable)
         except atomic.Locked:
             raise RefLocked(path + ".lock") from None
         with lock:
@@ -425,36 +425,36 @@ class GitRepo:
         lines = [f"tree {tree}"] + [f"parent {p}" for p in parents]
         lines += [f"author {ident} {when} +0000", f"committer {ident} {when} +0000", ""]
         raw = ("\n".join(lines) + "\n" + message).encode("utf-8")
-        sha = pending.add(b"commit", raw)
-        return sha
+        return pending.add(b"commit", raw)
 
-    def write(self, pending: PendingObjects) -> None:
-        """Put the objects into the object store durably (fsynced) before any ref names them."""
+    def write(self, pending: PendingObjects, durable: bool = True) -> list[Loose]:
+        """Put the objects into the object store before any ref names them: many in a pack,
+        always fsynced; else loose, fsynced if ``durable``. Returns what was written loose."""
         items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()
                  if not self._has_loose(sha)]
         if len(items) > _PACK_THRESHOLD:
             self._write_pack(items)
-            return
-        self._write_loose(items)
+            return []
+        return self._write_loose(items, durable)
 
     def _has_loose(self, sha: str) -> bool:
         return os.path.exists(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]))
 
-    def _write_loose(self, items: list[tuple[str, bytes, bytes]]) -> None:
-        """Write every object to a temp file, then fsync them all, then rename them into
-        place: on a journaling file system the first fsync commits the journal for all of
-        them, where fsyncing each before creating the next waits for one commit each."""
+    def _write_loose(self, items: list[Loose], durable: bool) -> list[Loose]:
+        """Write every object to a temp file, then fsync them all (``durable``: else the
+        write-ahead log has them), then rename them into place: the first fsync commits the
+        file system's journal for all, where one by one each would wait for a commit."""
         files = []
         for sha, kind, raw in items:
             folder = os.path.join(self.git_dir, "objects", sha[:2])
             os.makedirs(folder, mode=0o700, exist_ok=True)
             files.append((os.path.join(folder, sha[2:]),
                           zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1)))
-        # the folders are not fsynced (nor by git): the ref's fsync, after, commits the
-        # renames on a journaling file system. A loose object renamed before a failure is
-        # whole and harmless; temp files are "tmp_obj_*" for clear_stale_locks.
-        atomic.replace_many(files, durable=True, sync_dirs=False, mode=0o400,
+        # folders not fsynced (nor by git): the ref's fsync, after, commits the renames on a
+        # journaling file system. Temp files are "tmp_obj_*" for clear_stale_locks.
+        atomic.replace_many(files, durable=durable, sync_dirs=False, mode=0o400,
                             prefix="tmp_obj_")
+        return items
 
     def _write_pack(self, items: list[tuple[str, bytes, bytes]]) -> None:
         """One pack (v2, undeltified) plus its index (v2), both fsynced; git and dulwich

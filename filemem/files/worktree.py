@@ -151,7 +151,8 @@ class JournalRecord:
 @dataclass
 class Journal:
     """What a write is about to change, so the next open can finish or undo it. Written
-    durably (fsynced, and its folder) before the branch moves."""
+    before the branch moves: durably (fsynced, and its folder), or covered by the
+    write-ahead log (:mod:`.wal`)."""
 
     path: str
 
@@ -161,16 +162,18 @@ class Journal:
 
     def begin(self, old_head: str | None, new_head: str,
               paths: dict[str, tuple[str | None, str | None]],
-              adopted: Mapping[str, str | None] | None = None) -> None:
+              adopted: Mapping[str, str | None] | None = None, durable: bool = True) -> None:
         """``paths``: each path's (old, new) blob. ``adopted``: paths whose working-tree
         content (that blob) is what the commit to ``new_head`` takes in (a person's edit
-        being adopted): once HEAD is ``new_head`` it may be replaced like the old version."""
+        being adopted): once HEAD is ``new_head`` it may be replaced like the old version.
+        ``durable=False`` where the write-ahead log holds the same (a killed process loses
+        no unsynced file; a restart replays the log)."""
         doc: dict[str, object] = {"old": old_head, "new": new_head,
                                   "paths": {p: list(v) for p, v in paths.items()}}
         if adopted:
             doc["adopted"] = {p: b for p, b in adopted.items() if b is not None}
         atomic.remove_temps(self.path)  # a killed begin's (the store lock is held)
-        atomic.atomic_write(self.path, json.dumps(doc).encode(), durable=True)
+        atomic.atomic_write(self.path, json.dumps(doc).encode(), durable=durable)
 
     def read(self) -> dict[str, tuple[str | None, str | None]] | None:
         got = self.read_all()

@@ -232,6 +232,9 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
     dirty = store.dirty_paths_at(list(at_head), at_head)
     if dirty:  # before anything is written
         raise hand_edited(worktree.full_path(store.root, dirty[0]))
+    # the write-ahead log holds recent writes' objects (texts included) until a
+    # checkpoint: make them durable and empty it, so no copy survives there
+    store.wal.checkpoint(git)
     git.write(rw.pending)  # unreachable until the branch moves
     tree = git.commit(new_head).tree
     pending = PendingObjects()

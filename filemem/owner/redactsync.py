@@ -133,6 +133,7 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
 def forget(store: Store) -> None:
     """After taking a redacted history: the old one's objects and the view cache go."""
     with store.locked():
+        store.wal.checkpoint(store.git)  # its records may hold the old history's objects
         redactstage.forget_old_history(store)
         redactstage.drop_cache(store)
 

@@ -32,13 +32,14 @@ def run(entries: Iterable[Entry], *, track: Any = None, scope: Any = None, text:
         recall_count: Callable[[str], int]) -> tuple[list[Entry], int]:
     """(the page, total matches)."""
     needle = ascii_lower(text) if isinstance(text, str) and text else None
-    found = [
-        e for e in entries
-        if (track is None or e.track == track)
-        and (scope is None or e.scope == scope)
-        and (needle is None or needle in e.fold)
-        and ((agent_key is None and workspace_key is None) or visible(e, workspace_key, agent_key))
-    ]
+    # one pass per filter given, the text first (the most selective): a query for text
+    # alone is one substring test per entry
+    found = [e for e in entries if needle in e.fold] if needle is not None else list(entries)
+    if track is not None or scope is not None:
+        found = [e for e in found if (track is None or e.track == track)
+                 and (scope is None or e.scope == scope)]
+    if agent_key is not None or workspace_key is not None:
+        found = [e for e in found if visible(e, workspace_key, agent_key)]
 
     def key(e: Entry) -> tuple[int, int, str]:
         return (-recall_count(e.id), -e.updated_at, e.id)

@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, gitstate, worktree
+from filemem.files import atomic, codec, gitstate, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -89,6 +89,7 @@ class Store:
         self.pending = PendingStore(self.meta, recover=self._recover_claims)
         self.recall = RecallCounters(self.meta)
         self.journal = worktree.Journal.at(self.meta)
+        self.wal = wal.Wal.at(self.meta)
         self.trail = AuditTrail(self.git, self.ledger)
         self._state: State | None = None
         self._parsed: Parsed = {}
@@ -101,12 +102,12 @@ class Store:
         self._lock = threading.RLock()
         self._file_lock: Any = None
         self._lock_depth = 0
-        if self.journal.exists():
-            # a write killed midway is finished or undone here; a write still running (its
-            # lock held) finishes its own, and a read-only store is read as it is (reads see
-            # HEAD, never the working tree): readers never wait for a writer
-            with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly), \
-                    self.locked(timeout=0.0):
+        if recovery.unfinished(self):
+            # a killed write (or a log from before a restart) is finished or undone here; a
+            # running write finishes its own, a read-only or full store is read as it is
+            # (reads see HEAD, never the working tree): readers never wait for a writer
+            with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly, errors.StoreFull), \
+                    self.locked(timeout=0.0), self.disk_full_is_reported():
                 self._recover()
 
     @contextlib.contextmanager
@@ -380,15 +381,14 @@ class Store:
 
     # ------------------------------------------------------------ recovery
 
-    def _recover(self) -> list[str]:
-        """Finish or undo what a killed write left in the working tree (lock held)."""
+    def _recover(self) -> list[str]:  # finish or undo what a killed write left (lock held)
         return recovery.recover(self)
 
     def repair(self) -> None:
         """Finish or undo a killed write now, if one left its journal (takes the lock)."""
-        if self.journal.exists():
+        if recovery.unfinished(self):
             with self.locked(), private_files():
-                if self.journal.exists():
+                if recovery.unfinished(self):
                     self._recover()
 
     def _recover_claims(self) -> None:
@@ -396,7 +396,7 @@ class Store:
         gone: an approve or reject killed mid-way (under the lock, so a live one's commit
         cannot land meanwhile)."""
         with self.locked():
-            if self.journal.exists():
+            if recovery.unfinished(self):
                 self._recover()
             self.pending.recover_stale(self._settled)
 
@@ -410,7 +410,7 @@ class Store:
         """Hold the store lock, repair a half-done write if any, and work on a fresh view
         (validated unless ``validate=False``, for the owner repairing a bad file)."""
         with self.locked(), private_files(), self.disk_full_is_reported():
-            if self.journal.exists():
+            if recovery.unfinished(self):
                 self._recover()
             self.git.clear_temp_packs()  # a killed write's half-made pack
             yield Transaction(self, self.checked() if validate else self.state())
@@ -592,6 +592,7 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 sample += len(os.listdir(os.path.join(objects, folder)))
         if sample * 64 >= _PACK_WHEN_LOOSE:
+            self.wal.checkpoint(self.git)  # loose objects in the log are durable first
             self.git.pack_loose_objects()
 
 

@@ -9,7 +9,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from filemem.files import worktree
+from filemem.files import atomic, wal, worktree
 from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
@@ -31,10 +31,59 @@ def _json_row(line: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def unfinished(store: Store) -> bool:
+    """A killed write's journal, or a write-ahead log from before a restart."""
+    return store.journal.exists() or store.wal.stale()
+
+
 def recover(store: Store) -> list[str]:
-    """Finish or undo what a killed write left in the working tree (lock held); a killed
+    """Finish or undo what a killed write left in the working tree, after replaying the
+    write-ahead log if the machine restarted since it was written (lock held); a killed
     redaction is finished or undone last (:mod:`.redactstage`: its pruning needs the old
     commits no more), before its journal goes."""
+    if store.wal.stale():
+        return replay_wal(store)
+    return _recover_journal(store)
+
+
+def replay_wal(store: Store) -> list[str]:
+    """After a restart (a power cut, a kernel crash), redo what the log's records made
+    durable and the unsynced files may have lost: every object written again, durably;
+    the branch moved on along the records from where it is (or, if its ref is torn or
+    names a commit that is gone, to the last record's commit); the journal a killed write
+    left acted on; then the working tree and index repaired from each record in turn as
+    from its journal. The log is emptied last, so a cut during replay replays again."""
+    git = store.git
+    with store.refusing_links():
+        records = store.wal.records()
+    wal.rewrite_objects(git.git_dir, {sha: (kind, raw) for r in records
+                                      for sha, kind, raw in r.objects})
+    git.clear_stale_locks()
+    head = git.head()
+    try:
+        intact = head is not None and git.commit(head) is not None
+    except (GitError, KeyError, ValueError):
+        intact = False
+    target = head if intact or not records else records[-1].new
+    for r in records:
+        if target == r.old:
+            target = r.new
+    if target is not None and target != head:
+        log.warning("filemem: after a restart, moving the store's branch from %s to %s "
+                    "(writes its log made durable)", head, target)
+        with atomic.LockFile(os.path.join(git.git_dir, *git.head_ref().split("/")),
+                             durable=True) as ref:
+            ref.write(target.encode() + b"\n")
+            ref.commit()
+    repaired = _recover_journal(store)
+    for r in records:
+        store.journal.begin(r.old, r.new, r.paths, r.adopted)
+        repaired += _recover_journal(store)
+    store.wal.reset()
+    return repaired
+
+
+def _recover_journal(store: Store) -> list[str]:
     with store.refusing_links():
         record = store.journal.read_all()
     if record is None:

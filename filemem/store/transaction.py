@@ -1,22 +1,27 @@
 """One write under the store lock: :meth:`Transaction.commit` is the commit point.
 
-Objects first, then the journal, then the compare-and-swap of the branch (HeadMoved if it
-moved: someone used git), then the working tree and the index, then the journal cleared. A
-write killed at any instant is finished or undone from HEAD by the next transaction or open.
+Objects first, then the write-ahead log's record (the one fsync; see filemem.files.wal),
+then the journal, then the compare-and-swap of the branch (HeadMoved if it moved: someone
+used git), then the working tree and the index, then the journal cleared. A write killed at
+any instant is finished or undone from HEAD by the next transaction or open; after a
+restart the log is replayed first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Final
 
 from filemem import errors
 from filemem.files import codec, worktree
 from filemem.files.atomic import LockFile
 from filemem.files.gitrepo import PendingObjects, RefLocked
 from filemem.files.layout import entry_path, is_entry_path
+from filemem.files.wal import CHECKPOINT_BYTES, WalRecord
 from filemem.model import Entry, now_ms
 from filemem.store.auditlog import commit_message
 from filemem.store.logs import log
@@ -27,6 +32,8 @@ from filemem.types import AuditRow
 if TYPE_CHECKING:
     from filemem.store.core import Store
 
+PARALLEL_FILES: Final = 32  # a mirror of this many files or more uses WRITERS threads
+WRITERS: Final = 8
 
 
 class HeadMoved(Exception):
@@ -96,18 +103,25 @@ class Transaction:
             tree, blobs = st.tree, {}
         commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
                                  pending)
-        git.write(pending)
+        # one fdatasync, of the write-ahead log, makes the write durable where it is on
+        # (wal.py); elsewhere every object, the journal and the ref are fsynced
+        logged = store.wal.enabled
+        loose = git.write(pending, durable=not logged)
+        paths = {p: (head_blobs[p], blobs.get(p)) for p in changes}
+        adopted = {p: b for p, b in allow_dirty.items() if p in changes}
+        wal_size = store.wal.append(WalRecord(st.head, commit, loose, paths, {
+            p: b for p, b in adopted.items() if b is not None})) if logged else 0
         if changes:
-            store.journal.begin(st.head, commit, {p: (head_blobs[p], blobs.get(p))
-                                                  for p in changes},
-                                adopted={p: b for p, b in allow_dirty.items() if p in changes})
+            store.journal.begin(st.head, commit, paths, adopted=adopted, durable=not logged)
         with self._index_locked(bool(changes)) as lock:
-            if not self._swap(commit, subject):
+            if not self._swap(commit, subject, durable=not logged):
                 raise HeadMoved(f"the branch moved while writing {subject!r}")
             # from here on the write has happened; the rest mirrors it into the working tree
             self._mirror(commit, changes, blobs,
                          {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
                          lock)
+        if wal_size > CHECKPOINT_BYTES:
+            store.wal.checkpoint(git)
         if evolve_with is not None:
             self.state = evolve(st, commit, tree, *evolve_with, blobs)
             store.committed(self.state, len(changes))
@@ -158,7 +172,7 @@ class Transaction:
         with lock:  # released (aborted) on any way out that did not write the index
             yield lock
 
-    def _swap(self, new: str, message: str, wait: float = 2.0) -> bool:
+    def _swap(self, new: str, message: str, wait: float = 2.0, durable: bool = True) -> bool:
         """The compare-and-swap of the branch from this view's HEAD to ``new``; False if it
         moved. A branch lock file taken by a git command is waited for briefly, then
         StoreBusy naming the file; the journal is cleared whenever the move did not happen."""
@@ -166,7 +180,7 @@ class Transaction:
         deadline = time.monotonic() + wait
         while True:
             try:
-                moved = not store.git.cas_head(self.state.head, new, message)
+                moved = not store.git.cas_head(self.state.head, new, message, durable)
                 break
             except errors.GitOperationInProgress:  # the last line of defence: nothing moved
                 store.journal.clear()
@@ -196,17 +210,35 @@ class Transaction:
         try:
             index = store.index()
             for path, data in changes.items():
-                if data is None:
+                if data is None:  # removals first: a file moved on a case-blind disk
                     worktree.remove(store.root, path)
                     index.remove(path)
-                else:
-                    index.set(path, blobs[path], worktree.write(
-                        store.root, path, data, new=path in new))
+            written = write_files(store.root, {p: d for p, d in changes.items()
+                                               if d is not None}, new)
+            for path, st in written.items():
+                index.set(path, blobs[path], st)
             store._write_index(index, lock)
             store.journal.clear()
         except (OSError, TimeoutError) as exc:
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
+
+
+def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, os.stat_result]:
+    """Write working-tree files (``new``: created exclusively); their stats. Many at once
+    (a seed, an import) are written by a few threads: creating a file is mostly waiting
+    for the file system's journal, and the waits overlap. Every thread has stopped before
+    a failure is raised (the journal then repairs the working tree, as for a kill)."""
+    if len(files) < PARALLEL_FILES:
+        return {p: worktree.write(root, p, d, new=p in new) for p, d in files.items()}
+    items = list(files.items())
+
+    def part(k: int) -> list[tuple[str, os.stat_result]]:
+        return [(p, worktree.write(root, p, d, new=p in new)) for p, d in items[k::WRITERS]]
+
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="filemem-mirror") as pool:
+        parts = [pool.submit(part, k) for k in range(WRITERS)]
+    return {p: st for f in parts for p, st in f.result()}
 
 
 def hand_edited(path: str) -> errors.ProtocolError:

