@@ -43,6 +43,7 @@ from filemem.types import AuditRow
 ROW_RULES: Final = {**ops.ROW_RULES, **handedits.ROW_RULES}
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
+_DECODED_MAX: Final = 20_000  # entry files kept decoded during a replay
 
 
 def commits_newest_first(store: Store) -> Iterator[CommitInfo]:
@@ -173,6 +174,8 @@ class Report:
 
 def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
     if blob not in cache:
+        if len(cache) >= _DECODED_MAX:  # a long history: memory bounded, a few re-reads
+            cache.clear()
         try:
             cache[blob] = codec.decode(store.git.read_blob(blob)).entry
         except CodecError:
