@@ -42,17 +42,15 @@ def _load(path: str) -> Known:
     if not data.startswith(HEADER) or not data.endswith(b"\n"):
         return {}  # another format, or a torn last line: rebuild from git
     known: Known = {}
-    for line in data[len(HEADER):].decode("ascii", "replace").splitlines():
-        parts = line.split(" ")
-        if len(parts) != 4 or len(parts[0]) != 40:
-            return {}  # torn or edited: rebuild from git
-        try:
-            when = int(parts[1])
-        except ValueError:
-            return {}
-        parents = () if parts[2] == "-" else tuple(parts[2].split(","))
-        ids = () if parts[3] == "-" else tuple(parts[3].split(","))
-        known[parts[0]] = (when, parents, ids)
+    try:
+        for line in data[len(HEADER):-1].decode("ascii").split("\n"):
+            sha, when, parents, ids = line.split(" ")
+            if len(sha) != 40:
+                return {}
+            known[sha] = (int(when), () if parents == "-" else tuple(parents.split(",")),
+                          () if ids == "-" else tuple(ids.split(",")))
+    except ValueError:  # torn or edited: rebuild from git
+        return {}
     return known
 
 
