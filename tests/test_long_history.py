@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 import filemem
+import filemem.owner
 from filemem.files import packing
-from filemem.owner import history, logindex, verifycheck
+from filemem.owner import gitfetch, history, logindex, verifycheck
+from filemem.owner import sync as fsync
 from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 from tests.test_history import fast_history, ok, person_commits, verify_json
 
@@ -295,3 +297,53 @@ def test_the_long_history_benchmark_runs_and_prints_each_figure(tmp_path: Path) 
     assert figures["verify_ok"] and figures["verify_after_sync_ok"]
     assert figures["packs"] >= 1 and figures["git_mb"] > 0
     assert figures["log_entry_rows"] >= 1
+
+
+# ---------------------------------------------------------------- sync: the fetch
+
+
+def test_a_local_remote_is_fetched_by_the_git_cli_or_else_by_dulwich(
+        machines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    m = machines
+    calls: list[str | None] = []
+    real = gitfetch.fetch_local
+
+    def spy(*args: Any, **kwargs: Any) -> str | None:
+        got = real(*args, **kwargs)
+        calls.append(got)
+        return got
+
+    monkeypatch.setattr(gitfetch, "fetch_local", spy)
+    for i in range(3):
+        m.a.add({**UG, "text": f"from A {i}"}, ctx())
+    fsync.sync(m.a.store)
+    result = fsync.sync(m.b.store)
+    theirs = git(m.remote, "rev-parse", "main").strip()
+    assert calls[-1] == theirs == head(m.b_path)  # git fetched it
+    assert result.steps[0]["kind"] == "fast-forward"
+    assert git(m.b_path, "rev-parse", "origin/main").strip() == theirs
+    assert not (m.b_path / ".git" / "FETCH_HEAD").exists()
+    for pack in (m.b_path / ".git" / "objects" / "pack").iterdir():
+        assert pack.stat().st_mode & 0o077 == 0  # private, as dulwich's are made
+    # no git CLI: dulwich fetches, with the same outcome
+    m.a.add({**UG, "text": "from A again"}, ctx())
+    fsync.sync(m.a.store)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    fsync.sync(m.b.store)
+    assert calls[-1] is None and head(m.b_path) == git(m.remote, "rev-parse", "main").strip()
+    assert "from A again" in {e["text"] for e in m.b.list_entries()}
+    assert history.verify(m.b.store).ok
+
+
+def test_the_git_cli_fetch_leaves_a_remote_without_main_to_dulwich(
+        p: filemem.Provider, store_path: Path, tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    empty = tmp_path / "empty.git"
+    git(tmp_path, "init", "-q", "--bare", str(empty))
+    assert gitfetch.fetch_local(p.store.git, str(empty), "refs/heads/main",
+                                "refs/remotes/origin/main") is None
+    assert gitfetch.fetch_local(p.store.git, str(tmp_path / "nothing-here"),
+                                "refs/heads/main", "refs/remotes/origin/main") is None
