@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 import filemem
+from filemem.owner import gitfetch
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
 from tests.conftest import ctx, git
@@ -329,6 +330,8 @@ def dying(f, *args, **kwargs):
     os._exit(9)
 
 dulwich.object_store.write_pack_index = dying
+from filemem.owner import gitfetch
+gitfetch.fetch_local = lambda *args, **kwargs: None  # the fetch by dulwich is what is killed
 with filemem.open_store(sys.argv[1]) as p:
     sync.sync(p.store)
 """
@@ -370,6 +373,9 @@ def test_a_pack_index_lock_a_sync_cannot_clear_is_a_clean_error_naming_it(
     sync_dying_in_index(b_path)
     (lock,) = index_locks(b_path / ".git")
     monkeypatch.setattr(fsync, "clear_stale_local", lambda git, remote: None)
+    # dulwich's fetch (the git CLI's, used for a local remote when git is on PATH, does not
+    # take dulwich's index locks)
+    monkeypatch.setattr(gitfetch, "fetch_local", lambda *args, **kwargs: None)
     with filemem.open_store(b_path) as p, pytest.raises(filemem.errors.SyncError) as caught:
         fsync.sync(p.store)
     assert caught.value.code == "SYNC_BUSY"

@@ -313,33 +313,44 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
 
 
 @main.command()
+@click.option("--full", is_flag=True, help="Replay every commit, not only those made since "
+              "the last clean verify.")
 @store_option
 @json_option
 @command
-def verify(store_path: str | None, as_json: bool) -> None:
-    """Replay the whole history and check that HEAD is exactly what the audited commits
+def verify(full: bool, store_path: str | None, as_json: bool) -> None:
+    """Replay the history and check that HEAD is exactly what the audited commits
     produce. Commits made outside filemem are reported, not failed; a file invalid at HEAD
-    is a problem, named at the commit that brought it. Exit 1 on a problem."""
+    is a problem, named at the commit that brought it. After a clean run, the next one
+    replays only the commits made since (from the commit it proved, whose entries are read
+    from git); --full replays them all. A progress bar on a terminal. Exit 1 on a problem."""
+    import contextlib
     import sys
 
-    with open_owner(store_path) as owner:
-        total = owner.commit_count()
-        show = not as_json and sys.stderr.isatty()
-        with click.progressbar(length=total, label="Replaying history", file=sys.stderr,
-                               hidden=not show) as bar:
-            last = [0]
+    show = not as_json and sys.stderr.isatty()
+    with open_owner(store_path) as owner, contextlib.ExitStack() as stack:
+        bars: list[Any] = []
+        shown = [0]
 
-            def progress(done: int, _total: int) -> None:
-                bar.update(done - last[0])
-                last[0] = done
+        def progress(done: int, total: int) -> None:
+            if not bars:  # the total is known once the commits to replay are listed
+                bars.append(stack.enter_context(click.progressbar(
+                    length=total, label="Replaying history", file=sys.stderr,
+                    hidden=not show)))
+            if done == total or done - shown[0] >= max(1, total // 500):
+                bars[0].update(done - shown[0])  # redrawn ~500 times, not once a commit
+                shown[0] = done
 
-            report = owner.verify(progress)
+        report = owner.verify(progress, full=full)
     if as_json:
         emit_json(report.to_json())
     else:
         click.echo(f"{report.commits} commits ({report.filemem_commits} by filemem, "
                    f"{len(report.external)} made outside filemem, {report.merges} merges), "
                    f"{report.rows} audit rows, {report.entries} entries at HEAD.")
+        if report.resumed_from is not None:
+            click.echo(f"Commits up to {report.resumed_from[:10]} were proved by an earlier "
+                       "verify; `filemem verify --full` replays them all again.")
         for ext in report.external:
             click.echo(f"  outside filemem: {ext['commit'][:10]} {visible(ext['subject'])}")
         for p in report.problems:

@@ -508,32 +508,6 @@ class GitRepo:
         atomic.replace_many([(base + ".pack", pack), (base + ".idx", idx)], durable=True,
                             sync_dirs=False, mode=0o400, prefix="tmp_", undo=True)
 
-    def pack_loose_objects(self) -> int:
-        """Move loose objects into one pack (nothing else triggers gc on this write path).
-
-        With the git CLI on PATH, ``git repack`` does it (with deltas: successive versions
-        of a folder's tree differ in one line, so a pack is a small fraction of the loose
-        objects), and folds the packs into one now and then; otherwise dulwich packs them
-        without deltas (larger, still correct). Returns the number of packs afterwards."""
-        import shutil
-        import subprocess
-
-        git = shutil.which("git")
-        pack_dir = os.path.join(self.git_dir, "objects", "pack")
-        packs = len([n for n in os.listdir(pack_dir) if n.endswith(".pack")]) \
-            if os.path.isdir(pack_dir) else 0
-        if git is not None:
-            args = [git, "-C", self.root, "-c", "gc.auto=0", "repack", "-d", "-q"]
-            if packs >= 8:
-                args.insert(-2, "-a")
-            done = subprocess.run(args, capture_output=True, stdin=subprocess.DEVNULL)
-            if done.returncode == 0:
-                self.close()  # dulwich must see the new pack list
-                return packs
-        self.repo.object_store.pack_loose_objects()
-        modes.private_packs(self.git_dir)  # dulwich writes its packs 0444
-        return packs
-
     def clear_temp_packs(self) -> None:
         """Remove what a write killed making a pack left (``tmp_pack-*.tmp``; hold the lock)."""
         for name in modes.pack_names(self.git_dir):

@@ -209,12 +209,11 @@ class Owner:
             ) -> list[dict[str, Any]]:
         return history.log(self._store, entry_id, limit)
 
-    def commit_count(self) -> int:
-        """How many commits ``verify`` replays (for a progress bar)."""
-        return len(history.commits_oldest_first(self._store))
-
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
-        return history.verify(self._store, progress)
+    def verify(self, progress: Callable[[int, int], None] | None = None, *,
+               full: bool = False) -> Report:
+        """Replay the history (``full``: all of it, not only what came since the last
+        clean verify); ``progress(done, total)`` after each commit."""
+        return history.verify(self._store, progress, full=full)
 
     # ------------------------------------------------------------ redaction
 

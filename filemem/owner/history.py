@@ -10,6 +10,8 @@ changes it to that text and the next version, a ``remove`` deletes it, a denial 
 nothing, ...), every row's claim holds, the replayed entries equal the entries at HEAD,
 and every entry at HEAD is valid. Commits made outside filemem (a person's own ``git
 commit``, a merge) are reported as such, not failed; replay continues from their tree.
+After a clean verify, the next one resumes from the commit it proved, whose entries are
+read from its tree (:mod:`filemem.owner.verifycheck`); ``full=True`` replays everything.
 
 History is a graph, not a line: each commit is replayed from its first parent's replay,
 so the two lines a ``filemem sync`` merge joins are each replayed on their own. A sync
@@ -20,7 +22,7 @@ line's replay must agree with that parent's entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,7 +33,7 @@ from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes, Replayed
-from filemem.owner import handedits, merge, redaction
+from filemem.owner import handedits, logindex, merge, redaction, verifycheck
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
@@ -42,6 +44,7 @@ from filemem.types import AuditRow
 ROW_RULES: Final = {**ops.ROW_RULES, **handedits.ROW_RULES, **redaction.ROW_RULES}
 # actions whose commit changes no file
 _NO_CHANGE_SUFFIXES = ("-denied", "-failed", "-pending")
+_DECODED_MAX: Final = 20_000  # entry files kept decoded during a replay
 
 
 def commits_newest_first(store: Store) -> Iterator[CommitInfo]:
@@ -88,11 +91,32 @@ def _entry_at(store: Store, info: CommitInfo, entry_id: str) -> Entry | None:
     return None
 
 
-def _unique_entry(store: Store, prefix: str) -> None:
+def _about(store: Store, prefix: str) -> list[CommitInfo]:
+    """The commits whose rows may name an entry whose id starts with ``prefix``, newest
+    first, found in :mod:`filemem.owner.logindex` (rebuilt once if it lacks a commit)."""
+    head = store.git.head()
+    if head is None:
+        return []
+    for _attempt in range(2):
+        known = logindex.commits_by_entry(store)
+        try:
+            picked = [store.git.commit(sha) for sha in logindex.newest_first(known, head)
+                      if any(i == logindex.ANY or i.startswith(prefix) for i in known[sha][2])]
+        except KeyError:  # the index lacks a commit
+            picked = None
+        # the commits read from git anyway (HEAD's too) must be as the index has them
+        if picked is not None and all(known[c.sha][:2] == (c.time, c.parents)
+                                      for c in [store.git.commit(head), *picked]):
+            return picked
+        logindex.forget(store)
+    return list(commits_newest_first(store))
+
+
+def _unique_entry(store: Store, prefix: str, commits: list[CommitInfo]) -> None:
     """INVALID_INPUT unless ``prefix`` names one entry of the history."""
     from filemem import errors
 
-    ids = {str(r["entryId"]) for info in commits_newest_first(store)
+    ids = {str(r["entryId"]) for info in commits
            for r in store.trail.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
     if len(ids) > 1:
         raise errors.invalid_input(
@@ -105,10 +129,12 @@ def log(store: Store, entry_id: str | None = None, limit: int | None = None
         ) -> list[dict[str, Any]]:
     """History items newest first: the commit, its time and each audit row; with
     ``entry_id`` (or a unique prefix) only that entry's rows, with its version."""
+    commits: Iterable[CommitInfo] = commits_newest_first(store)
     if entry_id is not None:
-        _unique_entry(store, entry_id)
+        commits = _about(store, entry_id)
+        _unique_entry(store, entry_id, commits)
     items: list[dict[str, Any]] = []
-    for info in commits_newest_first(store):
+    for info in commits:
         for r in store.trail.commit_rows(info):
             if entry_id is not None and not str(r.get("entryId") or "").startswith(entry_id):
                 continue
@@ -134,6 +160,7 @@ class Report:
     rows: int = 0
     entries: int = 0
     problems: list[dict[str, str]] = field(default_factory=list)
+    resumed_from: str | None = None  # the commit a clean earlier verify proved
 
     @property
     def ok(self) -> bool:
@@ -142,11 +169,14 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "commits": self.commits, "filememCommits": self.filemem_commits,
                 "externalCommits": self.external, "merges": self.merges, "auditRows": self.rows,
-                "entriesAtHead": self.entries, "problems": self.problems}
+                "entriesAtHead": self.entries, "problems": self.problems,
+                "resumedFrom": self.resumed_from}
 
 
 def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry | None:
     if blob not in cache:
+        if len(cache) >= _DECODED_MAX:  # a long history: memory bounded, a few re-reads
+            cache.clear()
         try:
             cache[blob] = codec.decode(store.git.read_blob(blob)).entry
         except CodecError:
@@ -331,13 +361,19 @@ class _Branches:
 def _tree_entries(store: Store, tree: str, cache: dict[str, Entry | None]) -> Replayed:
     """The entries of a tree as a read sees them: a valid file in its place; the same id
     twice, the first in path order."""
-    out: Replayed = {}
+    return _tree_replay(store, tree, cache).entries
+
+
+def _tree_replay(store: Store, tree: str, cache: dict[str, Entry | None]) -> _Replay:
+    """:func:`_tree_entries` with the file of each."""
+    out = _Replay()
     for path, _mode, blob in sorted(store.git.walk(tree)):
         if is_entry_path(path):
             entry = _decoded(store, blob, cache)
             if entry is not None and path_problem(path, entry) is None \
-                    and entry.id not in out:
-                out[entry.id] = (entry.text, entry.version)
+                    and entry.id not in out.entries:
+                out.entries[entry.id] = (entry.text, entry.version)
+                out.where[entry.id] = path
     return out
 
 
@@ -369,19 +405,36 @@ def _mismatch(where: str, at: Replayed, replayed: Replayed,
             "you want with `filemem replace` (a new audited version)")
 
 
-def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> Report:
-    """Replay the whole history; a :class:`Report` (``ok`` False on any real problem)."""
+def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
+           full: bool = False) -> Report:
+    """Replay the history (from the last clean verify's commit unless ``full``); a
+    :class:`Report` (``ok`` False on any real problem). ``progress(done, total)`` after
+    each commit replayed."""
     report = Report()
     cache: dict[str, Entry | None] = {}
-    commits = commits_oldest_first(store)
-    branches = _Branches(commits)
-    total = len(commits)
-    replay = _Replay()
     removals: list[tuple[int, CommitInfo, list[str]]] = []  # (where in problems, commit, ids)
+    point = None if full else verifycheck.load(store)
+    commits = verifycheck.commits_since(store, point.commit) if point is not None else None
+    if point is None or commits is None:
+        commits = commits_oldest_first(store)
+        branches = _Branches(commits)
+        replay = _Replay()
+    else:  # resume: the proved commit's entries are those of its tree
+        report.resumed_from = point.commit
+        report.commits, report.filemem_commits = point.commits, point.filemem_commits
+        report.external, report.merges, report.rows = point.external, point.merges, point.rows
+        removals = [(0, store.git.commit(sha), ids) for sha, ids in point.removals]
+        branches = _Branches(commits)
+        replay = _tree_replay(store, store.git.commit(point.commit).tree, cache)
+        branches.done[point.commit] = replay
+    infos = {info.sha: info for info in commits}
+    total = len(commits)
     for i, info in enumerate(commits):
         report.commits += 1
         replay = branches.start(info)
-        parent_tree = store.git.commit(info.parents[0]).tree if info.parents else None
+        first = info.parents[0] if info.parents else None
+        parent_tree = None if first is None else \
+            (infos[first] if first in infos else store.git.commit(first)).tree
         changes = list(store.git.diff(parent_tree, info.tree))
         try:
             rows = parse_rows(info.message)
@@ -432,6 +485,12 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
     found = _mismatch("HEAD", at_head, replay.entries, dict(state.paths))
     if found is not None:
         report.problems.append({"commit": state.head, "problem": found})
+    if report.ok and state.head is not None:
+        verifycheck.save(store, verifycheck.Checkpoint(
+            state.head, report.commits, report.filemem_commits, report.external,
+            report.merges, report.rows, [(c.sha, ids) for _at, c, ids in removals]))
+    elif not report.ok:
+        verifycheck.forget(store)
     return report
 
 

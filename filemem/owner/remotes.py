@@ -25,6 +25,7 @@ from typing import Any, Final
 from filemem.errors import SyncError
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.modes import pack_names, private_packs
+from filemem.owner import gitfetch
 from filemem.store.core import Store
 from filemem.store.names import private_files
 
@@ -264,6 +265,14 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
     from dulwich.file import FileLocked
 
     client, path = _client(git, remote.url)
+    local = _local_path(client, path)
+    if local is not None:  # on this machine: the git CLI's fetch, if there is one
+        with private_files():
+            fetched = gitfetch.fetch_local(git, local, BRANCH_REF.decode(),
+                                           tracking_ref(remote).decode())
+            private_packs(git.git_dir)
+        if fetched is not None:
+            return fetched
     repo = git.repo
     store: Any = repo.object_store
 

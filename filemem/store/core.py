@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, gitstate, wal, worktree
+from filemem.files import atomic, codec, gitstate, packing, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -56,7 +56,6 @@ from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
 
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
-_PACK_WHEN_LOOSE: Final = 6000
 LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
@@ -581,19 +580,15 @@ class Store:
                     "recall counts and read-side audit rows are not recorded", self.root, why)
 
     def maybe_pack(self) -> None:
-        """Pack loose objects now and then (nothing else does on this write path)."""
+        """Pack loose objects now and then (nothing else does on this write path;
+        :mod:`filemem.files.packing` says when and how)."""
         self._commits_since_pack_check += 1
         if self._commits_since_pack_check < _PACK_CHECK_EVERY:
             return
         self._commits_since_pack_check = 0
-        objects = os.path.join(self.git.git_dir, "objects")
-        sample = 0
-        for folder in ("00", "3f", "7e", "bd"):
-            with contextlib.suppress(FileNotFoundError):
-                sample += len(os.listdir(os.path.join(objects, folder)))
-        if sample * 64 >= _PACK_WHEN_LOOSE:
+        if packing.due(self.git.git_dir):
             self.wal.checkpoint(self.git)  # loose objects in the log are durable first
-            self.git.pack_loose_objects()
+            packing.pack(self.git)
 
 
 

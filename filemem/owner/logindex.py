@@ -1,0 +1,110 @@
+"""``.filemem/cache/log-index``: which entries each commit's audit rows name, so that
+``filemem log --entry ID`` reads only the commits about that entry, not the whole history.
+
+One line a commit: ``<sha> <commit time> <parents, comma-separated or -> <entry ids or ->``.
+It is a memo of git, extended on each use with the commits HEAD has that it lacks (a walk
+from HEAD that stops at the commits it knows, so a merge costs only its new commits) and
+rebuilt from git when it is missing or does not parse. The commits it picks are read from
+git, rows and all: what ``log --entry`` shows is always git's. Like every cache in
+``.filemem/``, whoever can write it could make that listing skip a commit; ``filemem log``
+(without ``--entry``) and ``filemem verify`` never use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import re
+from collections.abc import Iterator
+from typing import Final
+
+from filemem.files import atomic
+from filemem.store.core import Store
+
+HEADER: Final = b"filemem-log-index 1\n"
+NAME: Final = "log-index"
+ANY: Final = "*"  # in place of the ids: the commit is read whatever entry is asked for
+_SAFE: Final = re.compile(r"^[A-Za-z0-9._-]+$")
+
+Known = dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]]  # sha -> time, parents, ids
+
+
+def _path(store: Store) -> str:
+    return os.path.join(store.meta, "cache", NAME)
+
+
+def _load(path: str) -> Known:
+    try:
+        data = atomic.read_nofollow(path)
+    except OSError:
+        return {}
+    if not data.startswith(HEADER) or not data.endswith(b"\n"):
+        return {}  # another format, or a torn last line: rebuild from git
+    known: Known = {}
+    try:
+        for line in data[len(HEADER):-1].decode("ascii").split("\n"):
+            sha, when, parents, ids = line.split(" ")
+            if len(sha) != 40:
+                return {}
+            known[sha] = (int(when), () if parents == "-" else tuple(parents.split(",")),
+                          () if ids == "-" else tuple(ids.split(",")))
+    except ValueError:  # torn or edited: rebuild from git
+        return {}
+    return known
+
+
+def forget(store: Store) -> None:
+    """Drop the index (one that lacks a commit's parent: it is rebuilt from git)."""
+    with contextlib.suppress(OSError):
+        os.unlink(_path(store))
+
+
+def commits_by_entry(store: Store) -> Known:
+    """Every commit reachable from HEAD (and others seen before): its time, parents and
+    the entry ids its audit rows name; the index file extended with what was missing."""
+    path = _path(store)
+    known = _load(path)
+    head = store.git.head()
+    new: list[str] = []
+    stack = [head] if head is not None and head not in known else []
+    while stack:
+        sha = stack.pop()
+        if sha in known:
+            continue
+        info = store.git.commit(sha)
+        ids = sorted({str(r.get("entryId")) for r in store.trail.commit_rows(info)
+                      if r.get("entryId")})
+        if not all(_SAFE.match(i) for i in ids):
+            ids = [ANY]  # an id this file cannot hold (hand-made trailers): always read it
+        known[sha] = (info.time, info.parents, tuple(ids))
+        new.append(sha)
+        stack.extend(p for p in info.parents if p not in known)
+    if new:
+        lines = [f"{s} {known[s][0]} {','.join(known[s][1]) or '-'} "
+                 f"{','.join(known[s][2]) or '-'}\n" for s in new]
+        body = "".join(lines).encode("ascii", "replace")
+        with contextlib.suppress(OSError):  # a read-only store: just not remembered
+            if os.path.exists(path) and len(known) > len(new):
+                with open(path, "ab") as f:  # appended: a torn tail fails to parse, rebuilt
+                    f.write(body)
+            else:
+                atomic.atomic_write(path, HEADER + body, durable=False)
+    return known
+
+
+def newest_first(known: Known, head: str) -> Iterator[str]:
+    """The commits reachable from ``head``, newest first by commit time: the order of
+    :meth:`filemem.files.gitrepo.GitRepo.newest_first`, walked on the index (KeyError if
+    it lacks one of them)."""
+    heap = [(-known[head][0], head)]
+    seen: set[str] = set()
+    while heap:
+        _, sha = heapq.heappop(heap)
+        if sha in seen:
+            continue
+        seen.add(sha)
+        yield sha
+        for parent in known[sha][1]:
+            if parent not in seen:
+                heapq.heappush(heap, (-known[parent][0], parent))
