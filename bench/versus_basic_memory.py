@@ -16,6 +16,10 @@ reference workload of issue 14 where basic-memory has a like-for-like operation:
     start-up          spawn, initialize, tools/list (fresh process, empty and 1,000 entries)
     memory            VmRSS / VmHWM of the server process after the workload
 
+The same add, query, replace and remove are then made in process, with no process boundary:
+filemem through its Python API, basic-memory through FastMCP's in-memory client on its own
+server object (its tools call its FastAPI app in process; bench/basic_memory_inproc.py).
+
 filemem's approval gate, budgets and audit rows have no counterpart in basic-memory: the
 filemem store runs with ``writePolicy: auto`` (the owner's configured policy) and budgets large
 enough for the workload; each filemem write is one durable git commit (fsynced), each
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import itertools
 import json
 import os
 import shutil
@@ -125,8 +130,9 @@ def fm_store(path: Path) -> None:
     for old in ("userGlobal: 2000", "workspace: 2000", "userGlobal: 4000", "workspace: 4000"):
         text = text.replace(old, f"{old.split(':')[0]}: {BIG}")
     config.write_text(text.replace("writePolicy: ask", "writePolicy: auto"), encoding="utf-8")
-    subprocess.run(["git", "-C", str(path), "commit", "-qm", "bench: auto policy, big budgets",
-                    "filemem.yaml"], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=bench", "-c",
+                    "user.email=bench@localhost", "commit", "-qm",
+                    "bench: auto policy, big budgets", "filemem.yaml"], check=True)
 
 
 def fm_seed(path: Path, n: int, rnd: int) -> float:
@@ -140,6 +146,38 @@ def fm_seed(path: Path, n: int, rnd: int) -> float:
         took = time.perf_counter() - start
         assert len(p.query({"text": f"seed{rnd} ", "limit": 1000})["entries"]) == min(n, 1000)
     return took
+
+
+def fm_inprocess(path: Path, ops: int, queries: int) -> dict[str, list[float]]:
+    """The MCP workload's calls through filemem's Python API (no process boundary)."""
+    proj = str(path.parent / "proj")
+    w = filemem.write_context(session_id="inproc", cwd=proj)
+    view = {"session": {"id": "inproc", "header": {"cwd": proj}}}
+    where = {"track": "agent", "scope": "workspace"}
+    with filemem.open_store(path) as p:
+        p.query({"text": "warm"}, view)
+        seq = itertools.count()
+        out = {"add": timed_sync(lambda: p.add({**where, "text": TEXT.format(
+            tag="inproc", i=next(seq) % ops)}, w), ops)}
+        out["query"] = timed_sync(lambda: p.query({"text": f"{next(seq) % ops:06d}",
+                                                   "limit": 10}, view), queries)
+        seq = iter(range(ops))
+        out["replace"] = timed_sync(lambda: p.replace({**where, "match": (
+            f"inproc {(i := next(seq)):06d}:"), "text": TEXT.format(tag="edited", i=i)}, w), ops)
+        seq = iter(range(ops))
+        out["remove"] = timed_sync(lambda: p.remove({**where, "match": (
+            f"edited {next(seq):06d}:")}, w), ops)
+        assert not p.query({"text": "edited "}, view)["entries"]
+    return out
+
+
+def bm_inprocess(bin_dir: Path, root: Path, ops: int, queries: int) -> dict[str, list[float]]:
+    out = subprocess.run([*offline(), str(bin_dir / "python"),
+                          str(HERE / "basic_memory_inproc.py"), str(ops), str(queries)],
+                         env={**os.environ, **bm_env(root), "BASIC_MEMORY_MCP_PROJECT": "main"},
+                         capture_output=True, text=True, check=True, cwd=root)
+    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def fm_audit(path: Path, n: int) -> list[float]:
@@ -442,6 +480,11 @@ def main() -> None:
                 figures[name][key] = med(value) if isinstance(value, list) else value
             print(f"{name} workload measured", flush=True)
         figures["filemem"]["auditList(100), in process"] = med(fm_audit(fm, recents))
+        for name, got in (("filemem", fm_inprocess(fm, ops, queries)),
+                          ("basic-memory", bm_inprocess(bin_dir, bm, ops, queries))):
+            for key, value in got.items():
+                figures[name][f"{key}, in process"] = med(value)
+        print("in-process calls measured", flush=True)
         report(figures, seed, ops, queries, recents, runs)
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")
@@ -457,7 +500,11 @@ def report(figures: dict[str, dict[str, Any]], seed: int, ops: int, queries: int
             (f"recent activity, 100 (x{recents})", "recent 100"),
             (f"bulk load of {seed}, in process (x1)", "bulk load"),
             (f"start-up, empty store (x{runs})", "start-up, empty"),
-            (f"start-up, {seed} entries (x{runs})", f"start-up, {seed} entries")]
+            (f"start-up, {seed} entries (x{runs})", f"start-up, {seed} entries"),
+            (f"add, in process (x{ops})", "add, in process"),
+            (f"query, in process (x{queries})", "query, in process"),
+            (f"replace, in process (x{ops})", "replace, in process"),
+            (f"remove, in process (x{ops})", "remove, in process")]
     print(f"\n{'operation (median ms)':<38} {'filemem':>10} {'basic-memory':>13} {'ratio':>7}")
     for label, key in rows:
         fv, bv = f.get(key), b.get(key)
