@@ -74,13 +74,17 @@ TEXT = ("{tag} {i:06d}: the build uses make; tests run with pytest -q; "
 
 
 def _python_312() -> str | None:
-    """A Python >= 3.12 on this machine (basic-memory's floor)."""
-    for name in ("python3.13", "python3.12", "python3.14"):
-        found = shutil.which(name)
-        if found:
-            return found
+    """A Python >= 3.12 on this machine that really runs (basic-memory's floor; a pyenv shim
+    for a version that is not selected is on PATH but fails)."""
+    found = [shutil.which(name) for name in ("python3.13", "python3.12", "python3.14")]
     pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))
-    return pyenv[-1] if pyenv else None
+    for candidate in [*(f for f in found if f), *reversed(pyenv)]:
+        probe = subprocess.run([candidate, "-c", "import sys, venv; "
+                                "print(sys.version_info >= (3, 12))"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == "True":
+            return candidate
+    return None
 
 
 def ensure_venv(venv: Path, python: str | None) -> Path:

@@ -94,6 +94,7 @@ def test_the_table_names_every_operation_and_both_stores(capsys: pytest.CaptureF
 @pytest.mark.skipif(not (vs.DEFAULT_VENV / "bin" / "basic-memory").exists(),
                     reason="basic-memory's venv is made by the first `python "
                            "bench/versus_basic_memory.py` (needs Python >= 3.12)")
+@pytest.mark.timeout(1200)  # basic-memory starts in 5-15 s a time; the script starts it 6 times
 def test_the_whole_script_runs_at_tiny_sizes(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(BENCH), "--quick", "--ops", "2", "--seed", "3",
                           "--json", str(tmp_path / "f.json")], capture_output=True, text=True,
