@@ -5,6 +5,9 @@ Claude Code CLI (its `claude mcp list` is the judge) and the real Hermes Agent l
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ import pytest
 from tests.nodejs import node_tools
 from tests.stopping import every_stop
 from tests.test_connect_claude import FILEMEM, Box, _box, ok
+from tests.test_connect_hermes import CONFIG
+from tests.test_connect_hermes import files as hfiles
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP and SIGKILL")
 
@@ -129,3 +134,142 @@ def test_disconnect_keeps_an_mcp_servers_that_was_there_before(box: Box) -> None
     ok(box.filemem("connect", "claude-code", "--no-import", "--scope", "project"))
     ok(box.filemem("disconnect", "claude-code", "--scope", "project"))
     assert mcp.read_bytes() == b'{\n  "mcpServers": {}\n}'
+
+
+# ---------------------------------------------------------------- Hermes
+
+WORK = ".filemem-connect"
+PLUGIN_DIR = "plugins/filemem"
+
+
+def hermes_files(home: Path) -> dict[str, bytes | None]:
+    """Every file and folder under ``home`` but the work folder."""
+    return {k: v for k, v in hfiles(home).items() if not k.startswith(WORK)}
+
+
+def hermes_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEMEM_", "HERMES_"))}
+    return {**env, "HERMES_HOME": str(home)}
+
+
+def hermes_run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(FILEMEM), *args], env=hermes_env(home), cwd=home.parent,
+                          capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def restore(home: Path, state: dict[str, bytes | None]) -> None:
+    shutil.rmtree(home)
+    home.mkdir()
+    for rel, data in sorted(state.items()):
+        path = home / rel
+        if data is None:
+            path.mkdir(mode=0o700, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+
+def folder(state: dict[str, bytes | None]) -> dict[str, bytes | None]:
+    return {k: v for k, v in state.items() if k.startswith("plugins")}
+
+
+def as_hermes_sees_it(state: dict[str, bytes | None], off: dict[str, bytes | None],
+                      on: dict[str, bytes | None]) -> str:
+    """'off' or 'on': config.yaml is one of the two states' and the rest is too; with
+    config.yaml on, the plugin folder is the connected one; off, it may be either, whole
+    (Hermes loads a memory provider only when memory.provider names it)."""
+    rest = {k: v for k, v in state.items() if not k.startswith("plugins")}
+    assert rest in ({k: v for k, v in s.items() if not k.startswith("plugins")}
+                    for s in (off, on)), state
+    if state["config.yaml"] == on["config.yaml"]:
+        assert folder(state) == folder(on)
+        return "on"
+    assert folder(state) in (folder(off), folder(on))
+    return "off"
+
+
+@pytest.fixture
+def hermes_home(tmp_path: Path) -> tuple[Path, Path]:
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    (home / "config.yaml").write_text(CONFIG, encoding="utf-8")
+    store = tmp_path / "store"
+    ok(subprocess.run([str(FILEMEM), "--store", str(store), "init"], capture_output=True,
+                      text=True, env=hermes_env(home), timeout=60))
+    return home, store
+
+
+def _finished_both_ways(home: Path, tmp_path: Path, before: dict[str, bytes | None],
+                        connected: dict[str, bytes | None], out_lines: list[str]) -> None:
+    """From the state a kill left: connect gets to `connected`, disconnect to `before`."""
+    other = tmp_path / "other-home"
+    if other.exists():
+        shutil.rmtree(other)
+    shutil.copytree(home, other, symlinks=True)
+    con = hermes_run(home, "connect", "hermes", "--store", str(home.parent / "store"))
+    assert con.returncode == 0, con.stderr
+    assert hermes_files(home) == connected and not (home / WORK).exists()
+    dis = hermes_run(other, "disconnect", "hermes")
+    assert dis.returncode == 0, dis.stderr
+    assert hermes_files(other) == before and not (other / WORK).exists()
+    out_lines.extend(ln for ln in (con.stdout + dis.stdout).splitlines()
+                     if "interrupted" in ln)
+
+
+def test_hermes_connect_and_disconnect_killed_anywhere(hermes_home: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    home, store = hermes_home
+    before = hermes_files(home)
+    ok(hermes_run(home, "connect", "hermes", "--store", str(store)))
+    connected = hermes_files(home)
+    assert PLUGIN_DIR + "/__init__.py" in connected and not (home / WORK).exists()
+    restore(home, before)
+    said: list[str] = []
+    seen = []
+    connect = [str(FILEMEM), "connect", "hermes", "--store", str(store)]
+    for run in every_stop(connect, env=hermes_env(home), cwd=tmp_path):
+        if not run.killed:
+            assert run.returncode == 0, run.stderr
+            break
+        seen.append((run.point, as_hermes_sees_it(hermes_files(home), before, connected)))
+        _finished_both_ways(home, tmp_path, before, connected, said)
+        restore(home, before)
+    assert [w for _, w in seen] == ["off", "off", "off", "off", "on"], seen
+    assert "switch" in seen[3][0] and "end" in seen[4][0]
+    assert any("had not switched config.yaml yet: rolled it back" in s for s in said)
+    assert any("had already switched config.yaml: finished it" in s for s in said)
+    restore(home, connected)
+    seen = []
+    for run in every_stop([str(FILEMEM), "disconnect", "hermes"], env=hermes_env(home),
+                          cwd=tmp_path):
+        if not run.killed:
+            assert run.returncode == 0, run.stderr
+            break
+        seen.append((run.point, as_hermes_sees_it(hermes_files(home), before, connected)))
+        _finished_both_ways(home, tmp_path, before, connected, said)
+        restore(home, connected)
+    assert [w for _, w in seen] == ["on", "on", "off", "off"], seen
+    assert hermes_files(home) == before
+
+
+def test_hermes_reconnect_killed_anywhere_keeps_a_whole_plugin(
+        hermes_home: tuple[Path, Path], tmp_path: Path) -> None:
+    home, store = hermes_home
+    ok(hermes_run(home, "connect", "hermes", "--store", str(store)))
+    old = hermes_files(home)
+    ok(hermes_run(home, "connect", "hermes", "--store", str(store), "--agent", "reviewer"))
+    new = hermes_files(home)
+    assert old != new and old["config.yaml"] == new["config.yaml"]
+    restore(home, old)
+    argv = [str(FILEMEM), "connect", "hermes", "--store", str(store), "--agent", "reviewer"]
+    kills = 0
+    for run in every_stop(argv, env=hermes_env(home), cwd=tmp_path):
+        if not run.killed:
+            break
+        kills += 1
+        assert hermes_files(home) in (old, new), run.point  # the old folder or the new, whole
+        again = hermes_run(home, *argv[1:])
+        assert again.returncode == 0 and hermes_files(home) == new, again.stderr
+        restore(home, old)
+    assert kills == 4  # begin, stage, swap, end
