@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.nodejs import node_tools
-from tests.stopping import every_stop
+from tests.stopping import every_stop, run_killed
 from tests.test_connect_claude import FILEMEM, Box, _box, ok
 from tests.test_connect_hermes import CONFIG
 from tests.test_connect_hermes import files as hfiles
@@ -88,8 +88,13 @@ def test_connect_and_disconnect_killed_anywhere_then_finished(box: Box) -> None:
         got = servers(box)
         assert got is None or set(got) == {"filemem"}
         assert box.settings.read_bytes() == before_settings  # the hook is the last step
+        if got:
+            assert "Claude Code (scope user): partly connected (MCP server is filemem, " \
+                   "SessionStart hook absent); `filemem connect claude-code` finishes it" \
+                   in ok(box.filemem("connections"))
         ok(box.filemem("connect", "claude-code", "--no-import"))  # finishes
         assert "Connected" in listed(box) and "session-start" in box.settings.read_text()
+        assert "Claude Code (scope user): connected" in ok(box.filemem("connections"))
         ok(box.filemem("disconnect", "claude-code"))
         assert servers(box) is None and not record.exists()
         assert box.settings.read_bytes() == before_settings
@@ -149,7 +154,7 @@ def hermes_files(home: Path) -> dict[str, bytes | None]:
 
 def hermes_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEMEM_", "HERMES_"))}
-    return {**env, "HERMES_HOME": str(home)}
+    return {**env, "HERMES_HOME": str(home), "HOME": str(home.parent)}
 
 
 def hermes_run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -273,3 +278,30 @@ def test_hermes_reconnect_killed_anywhere_keeps_a_whole_plugin(
         assert again.returncode == 0 and hermes_files(home) == new, again.stderr
         restore(home, old)
     assert kills == 4  # begin, stage, swap, end
+
+
+def test_connections_shows_what_is_connected_and_what_was_interrupted(
+        hermes_home: tuple[Path, Path], tmp_path: Path) -> None:
+    home, store = hermes_home
+    before = hermes_files(home)
+    argv = [str(FILEMEM), "connect", "hermes", "--store", str(store)]
+    run = run_killed(argv, 4, env=hermes_env(home), cwd=tmp_path)  # just before the switch
+    assert run.killed and "switch" in run.point
+    shown = hermes_run(home, "connections")
+    assert shown.returncode == 0, shown.stderr
+    assert "Hermes Agent (home" in shown.stdout and ": not connected (filemem's plugin " \
+        "folder is there" in shown.stdout
+    assert "A `filemem connect hermes` was interrupted; the next `filemem connect hermes` or " \
+           "`filemem disconnect hermes` rolls it back first." in shown.stdout
+    assert hermes_files(home) != before and (home / WORK).exists()  # it only reads
+    gone = ok(hermes_run(home, "disconnect", "hermes"))
+    assert gone.splitlines()[0] == ("An interrupted `filemem connect hermes` had not switched "
+                                    "config.yaml yet: rolled it back, every file is as it "
+                                    "was before it.")
+    assert hermes_files(home) == before
+    ok(hermes_run(home, "connect", "hermes", "--store", str(store)))
+    found = json.loads(ok(hermes_run(home, "connections", "--json")))
+    assert found["hermes"]["connected"] is True and found["hermes"]["interrupted"] is None
+    assert found["hermes"]["store"] == str(store)
+    assert [c["scope"] for c in found["claudeCode"]] == ["user", "project"]
+    assert not any(c["connected"] for c in found["claudeCode"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from filemem.cli import (  # noqa: F401  (registers the commands)
     adapters,
     connect,
+    connections,
     entries,
     hermes,
     owner,

@@ -551,6 +551,18 @@ def auto_memory_off(t: Target) -> str | None:
     return None
 
 
+def connection(t: Target) -> dict[str, Any]:
+    """Whether ``t``'s server and hook are filemem's, read only (``filemem connections``);
+    CONFIG_INVALID for a file that cannot be read as JSON."""
+    entry = servers_of(jsonconfig.load(t.server_path)).get(SERVER)
+    server = "absent" if entry is None else ("filemem" if is_our_server(entry) else "other")
+    hook = without_hook(jsonconfig.load(t.settings_path)) is not None
+    return {"scope": t.scope, "connected": server == "filemem" and hook,
+            "server": server, "serverFile": t.server_path, "hook": hook,
+            "settingsFile": t.settings_path}
+
+
 __all__ = ["DEFAULT_AGENT", "SCOPES", "Change", "Target", "config_dir", "connect",
-           "disconnect", "filemem_program", "is_our_hook", "is_our_server", "run_claude",
-           "state_file", "with_hook", "without_hook"]
+           "connection", "disconnect", "filemem_program", "is_our_hook", "is_our_server",
+           "run_claude", "state_file", "with_hook", "without_hook"]
+

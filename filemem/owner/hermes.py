@@ -313,14 +313,15 @@ def _failed(home: str, plugin_dir: str, config: str, exc: Exception) -> errors.C
         "again", {"path": str(path)})
 
 
-def status(home: str) -> str | None:
-    """One line about an interrupted connect or disconnect that the next one will finish
-    or roll back, or None (read-only)."""
-    try:
-        on = _selected(yamlconfig.read(os.path.join(home, "config.yaml")))
-    except errors.ConnectError:
-        on = False
-    return switch.look(home, on)
+def connection(home: str) -> dict[str, Any]:
+    """Whether Hermes at ``home`` uses filemem, read only (``filemem connections``)."""
+    plugin_dir = os.path.join(home, "plugins", PLUGIN)
+    cfg = yamlconfig.read(os.path.join(home, "config.yaml"))
+    settings = read_settings(plugin_dir)
+    return {"home": home, "connected": _selected(cfg) and settings is not None,
+            "selected": _selected(cfg), "plugin": settings is not None,
+            "store": (settings or {}).get("store"), "agent": (settings or {}).get("agent"),
+            "interrupted": switch.look(home, _selected(cfg))}
 
 
 # ---------------------------------------------------------------- disconnect
@@ -398,5 +399,5 @@ def _remove_cache(path: str) -> None:
         os.rmdir(path)
 
 
-__all__ = ["PLUGIN", "Change", "Previous", "Step", "Target", "apply", "connect", "disconnect",
-           "hermes_home", "plugin_source", "read_settings"]
+__all__ = ["PLUGIN", "Change", "Previous", "Step", "Target", "apply", "connect", "connection",
+           "disconnect", "hermes_home", "plugin_source", "read_settings"]

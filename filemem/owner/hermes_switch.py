@@ -171,9 +171,9 @@ def look(home: str, switched_on: bool) -> str | None:
         return (f"{work_dir(home)} holds what an interrupted `filemem connect/disconnect "
                 "hermes` left (it had changed nothing else); the next connect or disconnect "
                 "removes it.")
-    verb = "finishes" if switched_on == (j.op == "connect") else "rolls back"
+    verb = "finishes it" if switched_on == (j.op == "connect") else "rolls it back"
     return (f"A `filemem {j.op} hermes` was interrupted; the next `filemem connect hermes` "
-            f"or `filemem disconnect hermes` {verb} it first.")
+            f"or `filemem disconnect hermes` {verb} first.")
 
 
 def foreign(plugin_dir: str, ours: tuple[str, ...]) -> bool:
