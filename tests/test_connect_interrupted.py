@@ -305,3 +305,55 @@ def test_connections_shows_what_is_connected_and_what_was_interrupted(
     assert found["hermes"]["store"] == str(store)
     assert [c["scope"] for c in found["claudeCode"]] == ["user", "project"]
     assert not any(c["connected"] for c in found["claudeCode"])
+
+
+# filemem, on a system without renameat2(RENAME_EXCHANGE): two renames and the journal
+NO_EXCHANGE = """
+import sys
+import filemem.files.exchange as exchange
+exchange.exchange = lambda a, b: False
+from filemem.cli import main
+sys.argv[0] = "filemem"
+main()
+"""
+
+
+def test_without_an_atomic_swap_a_kill_between_the_renames_is_finished(
+        hermes_home: tuple[Path, Path], tmp_path: Path) -> None:
+    home, store = hermes_home
+
+    def run(*args: str) -> str:  # every run through the same Python, as filemem.json says
+        return ok(subprocess.run([sys.executable, "-c", NO_EXCHANGE, *args],
+                                 env=hermes_env(home), cwd=tmp_path, capture_output=True,
+                                 text=True, timeout=120, stdin=subprocess.DEVNULL))
+
+    run("connect", "hermes", "--store", str(store))
+    old = hermes_files(home)
+    args = ["connect", "hermes", "--store", str(store), "--agent", "reviewer"]
+    run(*args)
+    new = hermes_files(home)
+    restore(home, old)
+    argv = [sys.executable, "-c", NO_EXCHANGE, *args]
+    points = []
+    for killed in every_stop(argv, env=hermes_env(home), cwd=tmp_path):
+        if not killed.killed:
+            assert killed.returncode == 0, killed.stderr
+            break
+        points.append(killed.point)
+        state = hermes_files(home)
+        gap = "rename" in killed.point  # the old folder out, the new one not yet in
+        if gap:
+            assert PLUGIN_DIR not in state and (home / WORK / "plugin").is_dir()
+        else:
+            assert state in (old, new), killed.point
+        if len(points) % 2:  # disconnect finishes (or rolls back), then connect
+            again = run("disconnect", "hermes")
+            run(*args)
+        else:
+            again = run(*args)
+        if gap:
+            assert "had already switched config.yaml: finished it" in again
+        assert hermes_files(home) == new
+        restore(home, old)
+    assert len(points) == 5 and "rename" in points[3]
+    assert hermes_files(home) == new

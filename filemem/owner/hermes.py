@@ -236,7 +236,7 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
             "set HERMES_HOME to the Hermes home (a profile's folder) you use; then run "
             "`filemem connect hermes` again. Nothing was changed.", {"path": target.home})
     cfg = yamlconfig.read(target.config)  # CONFIG_INVALID before anything is written
-    note = switch.resolve(target.home, target.plugin_dir, _selected(cfg))
+    note = _resolve(target.home, target.plugin_dir, cfg)
     settings = read_settings(target.plugin_dir)
     if settings is None and os.path.lexists(target.plugin_dir) and \
             (not os.path.isdir(target.plugin_dir) or os.listdir(target.plugin_dir)):
@@ -298,6 +298,19 @@ def _selected(cfg: yamlconfig.YamlFile) -> bool:
     return isinstance(current, dict) and current.get(KEY) == PLUGIN
 
 
+def _resolve(home: str, plugin_dir: str, cfg: yamlconfig.YamlFile) -> str | None:
+    """Finish or roll back an interrupted connect or disconnect first (one line on it)."""
+    try:
+        return switch.resolve(home, plugin_dir, _selected(cfg))
+    except OSError as exc:
+        raise errors.ConnectError(
+            errors.CONFIG_UNWRITABLE,
+            f"{switch.work_dir(home)} holds an interrupted `filemem connect/disconnect "
+            f"hermes`, which cannot be finished or rolled back ({exc.strerror or exc}); fix "
+            "that (permissions, disk space), then run the command again",
+            {"path": switch.work_dir(home)}) from None
+
+
 def _failed(home: str, plugin_dir: str, config: str, exc: Exception) -> errors.ConnectError:
     """Put every file back as the switch says (see :mod:`filemem.owner.hermes_switch`),
     and the error to raise."""
@@ -333,7 +346,7 @@ def disconnect(home: str, write: Writer = _write) -> list[Change]:
     plugin_dir = os.path.join(home, "plugins", PLUGIN)
     config = os.path.join(home, "config.yaml")
     cfg = yamlconfig.read(config)
-    note = switch.resolve(home, plugin_dir, _selected(cfg))
+    note = _resolve(home, plugin_dir, cfg)
     settings = read_settings(plugin_dir)
     previous = Previous.from_json(settings.get("previous")) if settings else None
     changes: list[Change] = [] if note is None else [Change(switch.work_dir(home),
