@@ -357,3 +357,16 @@ def test_without_an_atomic_swap_a_kill_between_the_renames_is_finished(
         restore(home, old)
     assert len(points) == 5 and "rename" in points[3]
     assert hermes_files(home) == new
+
+
+def test_a_failing_claude_leaves_no_record_behind(tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'API Error: something broke' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    b = _box(tmp_path, fake)
+    out = b.filemem("connect", "claude-code", "--no-import")
+    assert out.returncode == 1 and "AGENT_CLI_FAILED" in out.stderr
+    assert "something broke" in out.stderr
+    assert not (b.home / ".claude" / "filemem-connect.json").exists()
+    assert not b.state.exists() and not b.settings.exists()

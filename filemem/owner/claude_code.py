@@ -452,14 +452,20 @@ def connect(t: Target, claude: str | None) -> list[Change]:
     else:
         entry = _merged(current, want)
         via = ""
-        if claude is not None and current is None:
-            # a first registration: Claude Code's own command (which cannot replace one)
-            stoppoint.reached(f"claude mcp add-json --scope {t.scope}")
-            run_claude(claude, ["mcp", "add-json", "--scope", t.scope, SERVER,
-                                _json_arg(entry)], t.project)
-            via = f"claude mcp add-json --scope {t.scope}"
-        else:  # a change: one atomic write, under the lock Claude Code takes for it
-            _set_server(t, entry, record)
+        try:
+            if claude is not None and current is None:
+                # a first registration: Claude Code's own command (which cannot replace one)
+                stoppoint.reached(f"claude mcp add-json --scope {t.scope}")
+                run_claude(claude, ["mcp", "add-json", "--scope", t.scope, SERVER,
+                                    _json_arg(entry)], t.project)
+                via = f"claude mcp add-json --scope {t.scope}"
+            else:  # a change: one atomic write, under the lock Claude Code takes for it
+                _set_server(t, entry, record)
+        except BaseException:
+            if wrote_record and not had_record:  # the record of a connect that did not
+                with contextlib.suppress(OSError, errors.FilememError):  # happen goes too
+                    _drop_record(t)
+            raise
         undo = _undo(t, current, record)
         changes.append(Change("server", t.server_path,
                               "added" if current is None else "updated", via))
