@@ -565,6 +565,35 @@ def test_connect_offers_the_projects_auto_memory_once(box: Box) -> None:
     assert len(box.rows("seed")) == 1  # one approval, one commit, not two
 
 
+def test_connect_disconnect_connect_never_imports_twice(box: Box) -> None:
+    """The offer leaves out what `filemem import` would: a memory changed in filemem since
+    it was imported is not offered again (its file is the one imported before)."""
+    folder = auto_memory(box)
+    ok(box.filemem("connect", "claude-code", "--yes"))
+    ok(box.filemem("replace", "--yes", "--track", "user", "--scope", "workspace", "--agent",
+                   "claude-code", "--workspace", str(box.project), "real database",
+                   "Integration tests hit a real Postgres 17, never mocks"))
+    ok(box.filemem("disconnect", "claude-code"))
+    again = ok(box.filemem("connect", "claude-code", "--yes"))
+    assert "is already in filemem (1 memory)" in again and "Imported" not in again
+    with filemem.open_store(box.store) as p:
+        assert [e["text"] for e in p.list_entries()] == [
+            "Integration tests hit a real Postgres 17, never mocks"]
+    assert len(box.rows("seed")) == 1
+    # `filemem import` itself agrees: nothing to import
+    out = ok(box.filemem("import", "--adapter", "claude-code-memory-md", str(folder),
+                         "--workspace", str(box.project), "--agent", "claude-code", "--yes"))
+    assert len(box.rows("seed")) == 1, out
+    # a new memory file in the folder is offered, alone
+    (folder / "project_ci.md").write_text("---\nname: ci\ndescription: CI runs on Debian\n"
+                                          "metadata:\n  type: project\n---\n\nCI runs on "
+                                          "Debian 13.\n")
+    third = ok(box.filemem("connect", "claude-code", "--yes"))
+    assert "Claude Code has 1 memory for this project" in third and "Imported 1 memory" in third
+    with filemem.open_store(box.store) as p:
+        assert len(p.list_entries()) == 2
+
+
 def test_the_import_offer_is_declined_at_the_terminal(box: Box,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.conftest import run_at_terminal

@@ -29,6 +29,7 @@ COMMANDS: Final = {
     **dict.fromkeys(("connect", "disconnect", "hook"), ("connect", "hermes")),
     "adapters": ("adapters",),
     "redact": ("redact",),
+    "connections": ("connections",),
     "bridge": ("serve",),
     "mcp": ("serve",),
 }

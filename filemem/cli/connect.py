@@ -154,8 +154,9 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
         return
     try:
         with open_store(store_path, yes=yes) as provider:
+            write = write_ctx(target.project, target.agent, None)
             plan = claude_session.plan_import(provider, read_payload(folder), target.project,
-                                              target.agent)
+                                              write)
             if not plan.entries:
                 if plan.already:
                     click.echo(f"Claude Code's auto-memory for this project ({_shown(folder)}) "
@@ -164,8 +165,7 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
             click.echo(f"Claude Code has {_memories(len(plan.entries))} for this project in "
                        f"{_shown(folder)}. Importing into filemem takes one approval and one "
                        "commit (the folder itself is not changed):")
-            result = provider.import_entries(
-                plan.entries, write_ctx(target.project, target.agent, None))
+            result = provider.import_entries(plan.entries, write)
     except errors.FilememError as exc:
         outcome = exc.details.get("outcome") if exc.code == errors.WRITE_DENIED else None
         why = {"rejected": "you declined", "cancelled": "cancelled"}.get(str(outcome)) or \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from typing import Any
 
 import click
 
@@ -23,6 +24,15 @@ def _shown(path: str) -> str:
 def _home_help() -> str:
     return ("Hermes' home is $HERMES_HOME, else ~/.hermes; set HERMES_HOME to connect "
             "another one (a profile's folder, ~/.hermes/profiles/NAME).")
+
+
+def _recovered(changes: list[Any]) -> list[Any]:
+    """Say first (in one line) what was done about an interrupted connect or disconnect;
+    the other changes are this run's."""
+    for c in changes:
+        if c.action == "recovered":
+            click.echo(visible(c.note))
+    return [c for c in changes if c.action != "recovered"]
 
 
 @connect.command("hermes", epilog=_home_help())
@@ -49,7 +59,7 @@ def connect_hermes(agent: str, store_path: str | None) -> None:
     with filemem.open_store(store_path, create=True) as provider:  # the store it will use
         root = provider.path
     target = hermes.Target(hermes.hermes_home(), root, agent)
-    changes = hermes.connect(target)
+    changes = _recovered(hermes.connect(target))
     where = (f"Hermes home {_shown(target.home)}, store {_shown(root)}, agent "
              f"{visible(agent)}")
     if all(c.action == "unchanged" for c in changes):
@@ -85,7 +95,7 @@ def disconnect_hermes() -> None:
     from filemem.owner import hermes
 
     home = hermes.hermes_home()
-    changes = hermes.disconnect(home)
+    changes = _recovered(hermes.disconnect(home))
     if all(c.action in ("absent", "kept") for c in changes):
         click.echo(f"filemem was not connected to Hermes Agent (home {_shown(home)}): "
                    "nothing changed.")

@@ -10,10 +10,12 @@ scope             the MCP server ``filemem``                  the ``SessionStart
 ``project``       ``<project>/.mcp.json``                     ``<project>/.claude/settings.json``
 ================  ==========================================  ===============================
 
-(``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude`` and holds ``.claude.json``.) The server is
-registered through ``claude mcp add-json`` when the ``claude`` command is on PATH (Claude
-Code rewrites ``~/.claude.json`` itself while it runs, so only its own command may change
-it), else by writing the same entry into the file. The hook is one matcher group
+(``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude`` and holds ``.claude.json``.) A first
+registration goes through ``claude mcp add-json`` when the ``claude`` command is on PATH,
+else the same entry is written into the file. A change of it, and its removal, are one
+atomic write of the file (:mod:`filemem.owner.claudelock`: under the lock Claude Code
+itself takes for ``~/.claude.json``): Claude Code's commands cannot replace a server, and
+remove-then-add would leave it unregistered in between. The hook is one matcher group
 ``{"hooks": [{"type": "command", "command": "<filemem> hook claude-code session-start
 --agent NAME [--store PATH]", "timeout": 30}]}`` appended to ``hooks.SessionStart``.
 
@@ -22,14 +24,20 @@ What is filemem's is recognised by what it runs, not by a marker: the server nam
 ``mcp``, and every hook handler whose command runs ``filemem hook claude-code
 session-start``. Connect replaces those in place (so running it again, or with another
 ``--agent``, never adds a second one) and keeps every other key, value and hook; disconnect
-removes exactly them, and the containers (``hooks``, ``SessionStart``, ``mcpServers``, the
-file itself) that are empty only because of that.
+removes exactly them, and the containers that are empty only because of that (``hooks``,
+``SessionStart``, a settings file; ``mcpServers`` and the server file when connect made
+them).
+
+When connect adds ``mcpServers`` (or the server file) itself, it says so in
+``filemem-connect.json`` beside the settings file, so that disconnect removes exactly that
+and keeps a key (even an empty one) that was there before.
 
 Every file is checked before anything is written (:mod:`filemem.owner.jsonconfig`: a file
-that is not valid JSON is never written), each file is replaced atomically, and the server
-(the step that can fail, when ``claude`` fails) comes before the hook; if writing the hook
-fails, the server registration is undone. So a connect that stops at any point leaves
-each file as it was or connected, and running it again finishes the job.
+that is not valid JSON is never written) and each change is one atomic replace of one
+file, in the order record, server, hook (disconnect: hook, server, record), each behind a
+:func:`filemem.files.stoppoint.reached` for the tests that SIGKILL it there. If writing the
+hook fails, the server registration is undone. So a connect or disconnect killed at any
+point leaves each file as it was or done, and running it again finishes the job.
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from filemem import errors
-from filemem.owner import jsonconfig
+from filemem.files import stoppoint
+from filemem.owner import claudelock, jsonconfig
 from filemem.owner.jsonconfig import JsonFile
 
 SERVER: Final = "filemem"
@@ -58,6 +67,8 @@ CLAUDE_TIMEOUT: Final = 120.0
 PROJECT_MODE: Final = 0o644  # .mcp.json: a file a team may commit
 SETTINGS_MODE: Final = 0o644  # settings.json, as Claude Code makes it
 STATE_MODE: Final = 0o600  # ~/.claude.json: Claude Code keeps it private too
+RECORD: Final = "filemem-connect.json"  # beside settings.json: what connect found
+RECORD_BY: Final = "filemem connect claude-code"
 
 
 # ---------------------------------------------------------------- where Claude Code reads
@@ -146,6 +157,10 @@ class Target:
         if self.scope == "user":
             return os.path.join(config_dir(), "settings.json")
         return os.path.join(self.project, ".claude", "settings.json")
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(os.path.dirname(self.settings_path), RECORD)
 
     @property
     def server_path(self) -> str:
@@ -309,18 +324,209 @@ def _check_server(f: JsonFile) -> dict[str, Any] | None:
     return current
 
 
-def _write_server(t: Target, f: JsonFile, entry: dict[str, Any] | None) -> None:
-    """Put ``entry`` (None: remove ours) into the server file ourselves."""
+# ---------------------------------------------------------------- connect's record
+
+
+@dataclass(frozen=True)
+class Record:
+    """What connect found, for disconnect: whether it made ``mcpServers`` in the server
+    file, and the server file itself (so that disconnect removes those and keeps them if
+    they were there before, even empty)."""
+
+    made_servers: bool
+    made_file: bool
+
+    def render(self) -> bytes:
+        doc = {"by": RECORD_BY, "madeMcpServers": self.made_servers,
+               "madeServerFile": self.made_file}
+        return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+
+
+def read_record(t: Target) -> Record | None:
+    """Connect's record for ``t``, if one is there and is filemem's."""
+    try:
+        f = jsonconfig.load(t.record_path)
+    except errors.ConnectError:
+        return None
+    if f.data.get("by") != RECORD_BY:
+        return None
+    return Record(f.data.get("madeMcpServers") is True, f.data.get("madeServerFile") is True)
+
+
+def _record_for(t: Target, server_file: JsonFile, current: dict[str, Any] | None
+                ) -> Record | None:
+    """The record to keep: None when connected already (what the first connect found
+    still holds, whatever it is), else what this connect finds."""
+    if current is not None:
+        return None
+    return Record("mcpServers" not in server_file.data, not server_file.exists)
+
+
+# ---------------------------------------------------------------- the server file
+
+
+def _servers_changed(f: JsonFile, entry: dict[str, Any] | None,
+                     record: Record | None) -> dict[str, Any] | None:
+    """The server file with ``entry`` as ours (None: ours removed, and ``mcpServers`` too
+    when connect made it and nothing else is in it); None if that changes nothing."""
     doc = copy.deepcopy(f.data)
-    found = servers_of(f)
+    current = _check_server(f)
     if entry is not None:
+        if current == entry:
+            return None
         doc.setdefault("mcpServers", {})[SERVER] = entry
-    else:
-        del doc["mcpServers"][SERVER]
-        if not found.keys() - {SERVER}:
-            del doc["mcpServers"]
+        return doc
+    if current is None:
+        return None
+    del doc["mcpServers"][SERVER]
+    if not doc["mcpServers"] and record is not None and record.made_servers:
+        del doc["mcpServers"]
+    return doc
+
+
+def _set_server(t: Target, entry: dict[str, Any] | None, record: Record | None) -> bool:
+    """Put ``entry`` (None: remove ours) into the server file in one atomic write, under
+    Claude Code's lock for ``~/.claude.json``; a file connect made that is left empty is
+    deleted. Returns whether the file changed."""
+    def change(f: JsonFile) -> dict[str, Any] | None:
+        return _servers_changed(f, entry, record)
+
     mode = STATE_MODE if t.scope == "user" else PROJECT_MODE
-    _replace(f, doc, mode)
+    if entry is None and record is not None and record.made_file:
+        f = jsonconfig.load(t.server_path)
+        doc = _servers_changed(f, None, record)
+        if doc is not None and not doc and not os.path.islink(t.server_path):
+            stoppoint.reached(f"remove {t.server_path}")
+            jsonconfig.remove(t.server_path)  # only ours was in the file connect made
+            return True
+    return claudelock.update(t.server_path, change, mode=mode,
+                             locked=t.scope == "user") is not None
+
+
+def _write_record(t: Target, record: Record) -> bool:
+    """Write the record (a record that says nothing, because connect made neither, is no
+    file at all; a leftover one from a connect stopped earlier goes)."""
+    if not (record.made_servers or record.made_file):
+        if os.path.lexists(t.record_path):
+            _drop_record(t)
+            return True
+        return False
+    data = record.render()
+    try:
+        with open(t.record_path, "rb") as fh:
+            if fh.read() == data:
+                return False
+    except OSError:
+        pass
+    stoppoint.reached(f"write {t.record_path}")
+    jsonconfig.write_bytes(t.record_path, data, mode=SETTINGS_MODE)
+    return True
+
+
+def _drop_record(t: Target) -> None:
+    if os.path.lexists(t.record_path):
+        stoppoint.reached(f"remove {t.record_path}")
+        jsonconfig.remove(t.record_path)
+
+
+# ---------------------------------------------------------------- connect / disconnect
+
+
+def connect(t: Target, claude: str | None) -> list[Change]:
+    """Register the server and add the hook for ``t`` (``claude``: the path of Claude
+    Code's command, used for a first registration; None: the server file is written
+    directly). Order: connect's record, the server, the hook; each one atomic write."""
+    settings = jsonconfig.load(t.settings_path)
+    server_file = jsonconfig.load(t.server_path)
+    current = _check_server(server_file)
+    new_settings = with_hook(settings, t.hook())  # CONFIG_INVALID before any change
+    want = t.server()
+    found = _record_for(t, server_file, current)
+    record = found if found is not None else read_record(t)
+    changes: list[Change] = []
+    had_record = os.path.lexists(t.record_path)
+    wrote_record = found is not None and _write_record(t, found)
+    undo = None
+    if current is not None and _same_server(current, want):
+        changes.append(Change("server", t.server_path, "unchanged"))
+    else:
+        entry = _merged(current, want)
+        via = ""
+        try:
+            if claude is not None and current is None:
+                # a first registration: Claude Code's own command (which cannot replace one)
+                stoppoint.reached(f"claude mcp add-json --scope {t.scope}")
+                run_claude(claude, ["mcp", "add-json", "--scope", t.scope, SERVER,
+                                    _json_arg(entry)], t.project)
+                via = f"claude mcp add-json --scope {t.scope}"
+            else:  # a change: one atomic write, under the lock Claude Code takes for it
+                _set_server(t, entry, record)
+        except BaseException:
+            if wrote_record and not had_record:  # the record of a connect that did not
+                with contextlib.suppress(OSError, errors.FilememError):  # happen goes too
+                    _drop_record(t)
+            raise
+        undo = _undo(t, current, record)
+        changes.append(Change("server", t.server_path,
+                              "added" if current is None else "updated", via))
+    if new_settings is None:
+        changes.append(Change("hook", t.settings_path, "unchanged"))
+    else:
+        try:
+            stoppoint.reached(f"write {t.settings_path}")
+            jsonconfig.save(settings, new_settings, mode=SETTINGS_MODE)
+        except BaseException as exc:
+            if undo is not None:
+                undo()
+                if isinstance(exc, errors.FilememError):
+                    exc.message += "; the MCP server registration made before it was undone"
+            if wrote_record and not had_record:
+                with contextlib.suppress(OSError, errors.FilememError):
+                    _drop_record(t)
+            raise
+        had = without_hook(settings) is not None
+        changes.append(Change("hook", t.settings_path, "updated" if had else "added"))
+    return changes
+
+
+def _undo(t: Target, current: dict[str, Any] | None, record: Record | None) -> Any:
+    """Put the server registration back as it was (best effort: the error that made us
+    undo is the one reported)."""
+    def undo() -> None:
+        with contextlib.suppress(OSError, errors.FilememError):
+            _set_server(t, current, record)
+    return undo
+
+
+def disconnect(t: Target, claude: str | None) -> list[Change]:
+    """Remove what connect added for ``t.scope``: the hook, then the server (one atomic
+    write that also drops the ``mcpServers`` or the file connect made), then connect's
+    record. ``claude`` is not needed: Claude Code's ``claude mcp remove`` would leave an
+    empty ``mcpServers`` behind and tidying it would be a second write."""
+    del claude
+    settings = jsonconfig.load(t.settings_path)
+    server_file = jsonconfig.load(t.server_path)
+    new_settings = without_hook(settings)
+    current = servers_of(server_file).get(SERVER)
+    record = read_record(t)
+    changes: list[Change] = []
+    if new_settings is None:
+        changes.append(Change("hook", t.settings_path, "absent"))
+    else:
+        stoppoint.reached(f"write {t.settings_path}")
+        _replace(settings, new_settings, SETTINGS_MODE)
+        changes.append(Change("hook", t.settings_path, "removed"))
+    if current is None:
+        changes.append(Change("server", t.server_path, "absent"))
+    elif not is_our_server(current):
+        changes.append(Change("server", t.server_path, "kept"))
+    else:
+        _set_server(t, None, record)
+        changes.append(Change("server", t.server_path, "removed"))
+    _drop_record(t)
+    if t.scope == "project":
+        _rmdir_if_empty(os.path.dirname(t.settings_path))
+    return changes
 
 
 def _replace(f: JsonFile, doc: dict[str, Any], mode: int) -> None:
@@ -330,112 +536,6 @@ def _replace(f: JsonFile, doc: dict[str, Any], mode: int) -> None:
         jsonconfig.save(f, doc, mode=mode)
     elif f.exists:
         jsonconfig.remove(f.path)
-
-
-def connect(t: Target, claude: str | None) -> list[Change]:
-    """Register the server and add the hook for ``t`` (``claude``: the path of Claude
-    Code's command, or None to write the server file directly)."""
-    settings = jsonconfig.load(t.settings_path)
-    server_file = jsonconfig.load(t.server_path)
-    current = _check_server(server_file)
-    new_settings = with_hook(settings, t.hook())  # CONFIG_INVALID before any change
-    want = t.server()
-    changes: list[Change] = []
-    undo = None
-    if current is not None and _same_server(current, want):
-        changes.append(Change("server", t.server_path, "unchanged"))
-    else:
-        entry = _merged(current, want)
-        via = ""
-        if claude is not None:
-            if current is not None:  # `claude` replaces nothing: remove, then add (a stop
-                # between the two leaves the server unregistered; connect again adds it)
-                run_claude(claude, ["mcp", "remove", SERVER, "--scope", t.scope], t.project)
-            add = ["mcp", "add-json", "--scope", t.scope, SERVER, _json_arg(entry)]
-            run_claude(claude, add, t.project)
-            via = f"claude mcp add-json --scope {t.scope}"
-        else:
-            _write_server(t, server_file, entry)
-        undo = _undo(t, claude, server_file, current)
-        changes.append(Change("server", t.server_path,
-                              "added" if current is None else "updated", via))
-    if new_settings is None:
-        changes.append(Change("hook", t.settings_path, "unchanged"))
-    else:
-        try:
-            jsonconfig.save(settings, new_settings, mode=SETTINGS_MODE)
-        except BaseException as exc:
-            if undo is not None:
-                undo()
-                if isinstance(exc, errors.FilememError):
-                    exc.message += "; the MCP server registration made before it was undone"
-            raise
-        had = without_hook(settings) is not None
-        changes.append(Change("hook", t.settings_path, "updated" if had else "added"))
-    return changes
-
-
-def _undo(t: Target, claude: str | None, before: JsonFile, current: dict[str, Any] | None
-          ) -> Any:
-    """Put the server registration back as it was (best effort: the error that made us
-    undo is the one reported)."""
-    def undo() -> None:
-        try:
-            if claude is None:
-                if before.raw is not None:
-                    jsonconfig.write_bytes(t.server_path, before.raw)
-                else:
-                    jsonconfig.remove(t.server_path)
-                return
-            run_claude(claude, ["mcp", "remove", SERVER, "--scope", t.scope], t.project)
-            if current is not None:
-                run_claude(claude, ["mcp", "add-json", "--scope", t.scope, SERVER,
-                                    _json_arg(current)], t.project)
-            elif t.scope == "project" and not servers_of(before).keys():
-                _tidy(t)
-        except (OSError, errors.FilememError):
-            pass  # the error that made us undo is the one to report
-    return undo
-
-
-def disconnect(t: Target, claude: str | None) -> list[Change]:
-    """Remove what connect added for ``t.scope`` (the hook first, then the server)."""
-    settings = jsonconfig.load(t.settings_path)
-    server_file = jsonconfig.load(t.server_path)
-    new_settings = without_hook(settings)
-    current = servers_of(server_file).get(SERVER)
-    changes: list[Change] = []
-    if new_settings is None:
-        changes.append(Change("hook", t.settings_path, "absent"))
-    else:
-        _replace(settings, new_settings, SETTINGS_MODE)
-        if t.scope == "project" and not new_settings:
-            _rmdir_if_empty(os.path.dirname(t.settings_path))
-        changes.append(Change("hook", t.settings_path, "removed"))
-    if current is None:
-        changes.append(Change("server", t.server_path, "absent"))
-    elif not is_our_server(current):
-        changes.append(Change("server", t.server_path, "kept"))
-    elif claude is not None:
-        run_claude(claude, ["mcp", "remove", SERVER, "--scope", t.scope], t.project)
-        if t.scope == "project" and not servers_of(server_file).keys() - {SERVER}:
-            _tidy(t)  # `claude mcp remove` leaves an empty "mcpServers" (or file) behind
-        changes.append(Change("server", t.server_path, "removed",
-                              f"claude mcp remove --scope {t.scope}"))
-    else:
-        _write_server(t, server_file, None)
-        changes.append(Change("server", t.server_path, "removed"))
-    return changes
-
-
-def _tidy(t: Target) -> None:
-    """Drop the empty ``mcpServers`` that removing the last server left in ``.mcp.json``
-    (and the file, if nothing else is in it): they were there only for filemem's."""
-    f = jsonconfig.load(t.server_path)
-    if f.data.get("mcpServers") == {}:
-        doc = dict(f.data)
-        del doc["mcpServers"]
-        _replace(f, doc, PROJECT_MODE)
 
 
 def _rmdir_if_empty(path: str) -> None:
@@ -457,6 +557,18 @@ def auto_memory_off(t: Target) -> str | None:
     return None
 
 
+def connection(t: Target) -> dict[str, Any]:
+    """Whether ``t``'s server and hook are filemem's, read only (``filemem connections``);
+    CONFIG_INVALID for a file that cannot be read as JSON."""
+    entry = servers_of(jsonconfig.load(t.server_path)).get(SERVER)
+    server = "absent" if entry is None else ("filemem" if is_our_server(entry) else "other")
+    hook = without_hook(jsonconfig.load(t.settings_path)) is not None
+    return {"scope": t.scope, "connected": server == "filemem" and hook,
+            "server": server, "serverFile": t.server_path, "hook": hook,
+            "settingsFile": t.settings_path}
+
+
 __all__ = ["DEFAULT_AGENT", "SCOPES", "Change", "Target", "config_dir", "connect",
-           "disconnect", "filemem_program", "is_our_hook", "is_our_server", "run_claude",
-           "state_file", "with_hook", "without_hook"]
+           "connection", "disconnect", "filemem_program", "is_our_hook", "is_our_server",
+           "run_claude", "state_file", "with_hook", "without_hook"]
+

@@ -29,7 +29,9 @@ other than an ASCII letter or digit replaced by ``-`` (cut at 200 characters plu
 the path when longer), and the project's folder is the root of its git repository (the main
 checkout for a linked worktree), else the folder itself. :func:`plan_import` turns that
 folder into entries with the ``claude-code-memory-md`` adapter and leaves out the ones
-filemem already holds, so offering the import again after it was done offers nothing.
+``filemem import`` would (the same rule: same text in the same layer, or the same memory
+file imported before), so offering the import again after it was done, even after the
+memory was changed in filemem, offers nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from typing import Any, Final
 
 from filemem import errors
 from filemem.adapters import default_registry
-from filemem.model import agent_key_of, workspace_key_of
+from filemem.model import workspace_key_of
+from filemem.owner import imports
 from filemem.owner.claude_code import config_dir
 from filemem.provider import Provider
 
@@ -182,29 +185,19 @@ class ImportPlan:
     already: int  # the adapter's entries filemem holds already
 
 
-def plan_import(provider: Provider, payload: Any, project: str, agent: str) -> ImportPlan:
+def plan_import(provider: Provider, payload: Any, project: str, write: Any) -> ImportPlan:
     """The adapter's entries for the auto-memory folder ``payload`` (as ``filemem import``
     reads a folder), placed in ``project``'s workspace and ``agent``'s layer, minus those
-    already in the store (same layer, same text)."""
+    ``filemem import`` would leave out (:mod:`filemem.owner.imports`: the same text in the
+    same layer, or the same memory file imported before, changed in filemem since)."""
     folder = str(payload.get("path", "")) if isinstance(payload, dict) else ""
     entries = default_registry().adapt(ADAPTER, payload)
-    wk, ak = workspace_key_of(project), agent_key_of(agent)
-    have = {(e["track"], e["scope"], e["workspaceKey"], e["agentKey"], e["text"])
-            for e in provider.list_entries()}
-    todo: list[Any] = []
-    already = 0
+    wk = workspace_key_of(project)
     for e in entries:
-        if isinstance(e, dict):
-            if e.get("scope") == "workspace":
-                e["workspaceKey"] = wk
-            key = (e.get("track"), e.get("scope"),
-                   "" if e.get("scope") == "user-global" else e.get("workspaceKey", wk),
-                   e.get("agentKey", ak), e.get("text"))
-            if key in have:
-                already += 1
-                continue
-        todo.append(e)
-    return ImportPlan(folder, todo, already)
+        if isinstance(e, dict) and e.get("scope") == "workspace":
+            e["workspaceKey"] = wk
+    todo, skipped = imports.plan(provider, entries, write, adapter_id=ADAPTER)
+    return ImportPlan(folder, todo, len(skipped))
 
 
 __all__ = ["ADAPTER", "CONTEXT_MAX", "ImportPlan", "auto_memory_dir", "plan_import",

@@ -10,11 +10,11 @@ to ``~/.hermes``) and sets ``memory.provider: filemem`` in ``$HERMES_HOME/config
   Python, which may be another, so it starts ``<python> -E -m filemem hook hermes``), the
   store, the agent name, and what ``memory.provider`` was before, for disconnect.
 
-Order, so that a connect stopped at any point leaves Hermes as it was or connected: the
-plugin files first (each replaced whole: temp file, fsync, rename; Hermes ignores the
-folder while ``memory.provider`` names another provider), ``config.yaml`` last. A failure
-undoes the files already written. Disconnect goes the other way: ``config.yaml`` first
-(its previous ``memory.provider`` put back, written as it was), then the folder.
+All or nothing (:mod:`filemem.owner.hermes_switch`): ``memory.provider`` in
+``config.yaml`` is the switch, replaced last by connect and first by disconnect; the plugin
+folder is written whole in ``$HERMES_HOME/.filemem-connect/`` and put in place (or taken
+out) in one rename, and a journal there lets the next connect or disconnect finish or roll
+back one that was killed. A failure puts every file back as it was.
 """
 
 from __future__ import annotations
@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from filemem import __version__, errors
-from filemem.files import atomic
+from filemem.files import atomic, stoppoint
+from filemem.owner import hermes_switch as switch
 from filemem.owner import yamlconfig
 
 PLUGIN: Final = "filemem"  # the plugin folder's name and memory.provider's value
 SECTION: Final = "memory"
 KEY: Final = "provider"
 SETTINGS: Final = "filemem.json"
+NAMES: Final = (SETTINGS, "__init__.py", "plugin.yaml")  # the plugin folder's files
 MARK: Final = "filemem connect hermes"  # what says a plugin folder is filemem's own
 MANIFEST: Final = (
     f"name: {PLUGIN}\n"
@@ -234,6 +236,7 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
             "set HERMES_HOME to the Hermes home (a profile's folder) you use; then run "
             "`filemem connect hermes` again. Nothing was changed.", {"path": target.home})
     cfg = yamlconfig.read(target.config)  # CONFIG_INVALID before anything is written
+    note = _resolve(target.home, target.plugin_dir, cfg)
     settings = read_settings(target.plugin_dir)
     if settings is None and os.path.lexists(target.plugin_dir) and \
             (not os.path.isdir(target.plugin_dir) or os.listdir(target.plugin_dir)):
@@ -250,57 +253,118 @@ def connect(target: Target, write: Writer = _write) -> list[Change]:
         previous = Previous(cfg.exists, True, False)
     plugins = os.path.join(target.home, "plugins")
     made = bool(settings.get("madePluginsFolder")) if settings else not os.path.isdir(plugins)
-    # filemem.json first: a folder holding it is filemem's, even after a connect that stopped
     files = [(os.path.join(target.plugin_dir, SETTINGS), _settings(target, previous, made)),
              (os.path.join(target.plugin_dir, "__init__.py"), plugin_source()),
              (os.path.join(target.plugin_dir, "plugin.yaml"), MANIFEST.encode("utf-8"))]
-    steps: list[Step] = []
-    changes: list[Change] = []
+    changes: list[Change] = [] if note is None else [Change(switch.work_dir(target.home),
+                                                            "recovered", note)]
     for path, data in files:
         before = _read(path)
-        if before != data:
-            steps.append(Step(path, data))
         changes.append(Change(path, "unchanged" if before == data else
                               ("created" if before is None else "updated")))
+    folder_changed = any(c.action in ("created", "updated") for c in changes)
+    config_step: Step | None = None
     if connected:
         changes.append(Change(target.config, "unchanged"))
     else:
         text = yamlconfig.set_value(cfg, SECTION, KEY, PLUGIN, PLUGIN)
-        steps.append(Step(target.config, cfg.encode(text),
-                          yamlconfig.file_mode(target.config)))
+        config_data = cfg.encode(text)
+        config_step = Step(target.config, config_data, yamlconfig.file_mode(target.config))
         changes.append(Change(target.config, "updated" if cfg.exists else "created",
                               f"memory.provider: {PLUGIN} (was: {previous.describe()})"))
-    apply(steps, [plugins, target.plugin_dir], write)
+    if not folder_changed and config_step is None:
+        return changes
+    journal = switch.Journal("connect", not os.path.isdir(plugins), settings is None)
+    try:
+        work = switch.begin(target.home, journal)
+        if folder_changed and switch.foreign(target.plugin_dir, NAMES):
+            # the person's own files are in the folder: it is never moved whole
+            apply([Step(path, data) for path, data in files if _read(path) != data], [],
+                  write)
+        elif folder_changed:
+            switch.stage(work, [(os.path.basename(p), d) for p, d in files], write)
+            switch.put_in_place(work, target.plugin_dir)
+        if config_step is not None:  # the switch: Hermes uses filemem from here on
+            stoppoint.reached(f"switch {target.config}")
+            write(config_step.path, config_data, config_step.mode)
+        switch.end(target.home)
+    except (OSError, errors.ConnectError) as exc:
+        raise _failed(target.home, target.plugin_dir, target.config, exc) from None
     return changes
+
+
+def _selected(cfg: yamlconfig.YamlFile) -> bool:
+    current = cfg.section(SECTION)
+    return isinstance(current, dict) and current.get(KEY) == PLUGIN
+
+
+def _resolve(home: str, plugin_dir: str, cfg: yamlconfig.YamlFile) -> str | None:
+    """Finish or roll back an interrupted connect or disconnect first (one line on it)."""
+    try:
+        return switch.resolve(home, plugin_dir, _selected(cfg))
+    except OSError as exc:
+        raise errors.ConnectError(
+            errors.CONFIG_UNWRITABLE,
+            f"{switch.work_dir(home)} holds an interrupted `filemem connect/disconnect "
+            f"hermes`, which cannot be finished or rolled back ({exc.strerror or exc}); fix "
+            "that (permissions, disk space), then run the command again",
+            {"path": switch.work_dir(home)}) from None
+
+
+def _failed(home: str, plugin_dir: str, config: str, exc: Exception) -> errors.ConnectError:
+    """Put every file back as the switch says (see :mod:`filemem.owner.hermes_switch`),
+    and the error to raise."""
+    with contextlib.suppress(OSError, errors.ConnectError):
+        switch.resolve(home, plugin_dir, _selected(yamlconfig.read(config)))
+    if isinstance(exc, errors.ConnectError):
+        return exc
+    path = getattr(exc, "filename", None) or "?"
+    return errors.ConnectError(
+        errors.CONFIG_UNWRITABLE,
+        f"{path}: cannot be written ({getattr(exc, 'strerror', None) or exc}); every file "
+        "was put back as it was: fix that (permissions, disk space), then run the command "
+        "again", {"path": str(path)})
+
+
+def connection(home: str) -> dict[str, Any]:
+    """Whether Hermes at ``home`` uses filemem, read only (``filemem connections``)."""
+    plugin_dir = os.path.join(home, "plugins", PLUGIN)
+    cfg = yamlconfig.read(os.path.join(home, "config.yaml"))
+    settings = read_settings(plugin_dir)
+    return {"home": home, "connected": _selected(cfg) and settings is not None,
+            "selected": _selected(cfg), "plugin": settings is not None,
+            "store": (settings or {}).get("store"), "agent": (settings or {}).get("agent"),
+            "interrupted": switch.look(home, _selected(cfg))}
 
 
 # ---------------------------------------------------------------- disconnect
 
 
 def disconnect(home: str, write: Writer = _write) -> list[Change]:
-    """Put ``memory.provider`` back as it was and remove the plugin folder; files that are
-    not filemem's are left alone."""
+    """Put ``memory.provider`` back as it was (the switch, first) and remove the plugin
+    folder; files that are not filemem's are left alone."""
     plugin_dir = os.path.join(home, "plugins", PLUGIN)
     config = os.path.join(home, "config.yaml")
-    settings = read_settings(plugin_dir)
     cfg = yamlconfig.read(config)
+    note = _resolve(home, plugin_dir, cfg)
+    settings = read_settings(plugin_dir)
     previous = Previous.from_json(settings.get("previous")) if settings else None
-    steps: list[Step] = []
-    changes: list[Change] = []
+    changes: list[Change] = [] if note is None else [Change(switch.work_dir(home),
+                                                            "recovered", note)]
+    config_step: Step | None = None
     current = cfg.section(SECTION)
-    if isinstance(current, dict) and current.get(KEY) == PLUGIN:
+    if _selected(cfg):
         prev = previous or Previous(cfg.exists, True, False)
         if prev.had_key:  # written as it was: `''`, "mem0", honcho
             token = prev.token if prev.token is not None else json.dumps(prev.value)
             text = yamlconfig.set_value(cfg, SECTION, KEY, prev.value, token)
         else:
             text = yamlconfig.remove_key(cfg, SECTION, KEY, drop_section=not prev.had_section)
-        data = cfg.encode(text)
         if not prev.had_config and not text.strip():
-            steps.append(Step(config, None))
+            config_step = Step(config, None)
             changes.append(Change(config, "removed", "filemem had created it"))
         else:
-            steps.append(Step(config, data, yamlconfig.file_mode(config)))
+            config_step = Step(config, cfg.encode(text), yamlconfig.file_mode(config))
             changes.append(Change(config, "restored", f"memory.provider: back to "
                                                       f"{prev.describe()}"))
     elif cfg.exists:
@@ -308,22 +372,31 @@ def disconnect(home: str, write: Writer = _write) -> list[Change]:
         changes.append(Change(config, "kept", "" if other in (None, "") else
                               f"memory.provider is {other!r}, not {PLUGIN}"))
     if settings is not None:
-        for name in ("__init__.py", "plugin.yaml", SETTINGS):
-            path = os.path.join(plugin_dir, name)
-            if os.path.lexists(path):
-                steps.append(Step(path, None))
         changes.append(Change(plugin_dir, "removed"))
     elif os.path.lexists(plugin_dir):
         changes.append(Change(plugin_dir, "kept", "not written by filemem"))
     else:
         changes.append(Change(plugin_dir, "absent"))
-    apply(steps, [], write)
-    if settings is not None:
-        _remove_cache(os.path.join(plugin_dir, "__pycache__"))
-        with contextlib.suppress(OSError):  # something the person put there: it stays
-            os.rmdir(plugin_dir)
-            if settings.get("madePluginsFolder"):  # and `plugins/` if connect made it
-                os.rmdir(os.path.dirname(plugin_dir))
+    if config_step is None and settings is None:
+        return changes
+    made = bool(settings and settings.get("madePluginsFolder"))
+    try:
+        work = switch.begin(home, switch.Journal("disconnect", made, False))
+        if config_step is not None:  # the switch: Hermes stops using filemem here
+            stoppoint.reached(f"switch {config}")
+            if config_step.data is None:
+                os.unlink(config)
+            else:
+                write(config, config_step.data, config_step.mode)
+        if settings is not None and switch.foreign(plugin_dir, NAMES):
+            apply([Step(os.path.join(plugin_dir, n), None) for n in NAMES
+                   if os.path.lexists(os.path.join(plugin_dir, n))], [], write)
+            _remove_cache(os.path.join(plugin_dir, "__pycache__"))
+        elif settings is not None:
+            switch.take_out(work, plugin_dir, made)
+        switch.end(home)
+    except (OSError, errors.ConnectError) as exc:
+        raise _failed(home, plugin_dir, config, exc) from None
     return changes
 
 
@@ -339,5 +412,5 @@ def _remove_cache(path: str) -> None:
         os.rmdir(path)
 
 
-__all__ = ["PLUGIN", "Change", "Previous", "Step", "Target", "apply", "connect", "disconnect",
-           "hermes_home", "plugin_source", "read_settings"]
+__all__ = ["PLUGIN", "Change", "Previous", "Step", "Target", "apply", "connect", "connection",
+           "disconnect", "hermes_home", "plugin_source", "read_settings"]

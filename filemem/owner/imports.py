@@ -32,14 +32,9 @@ def _key(track: str, scope: str, workspace_key: str, agent_key: str, text: str) 
     return track, scope, workspace_key if scope == "workspace" else "", agent_key, text
 
 
-def import_entries(provider: Provider, inputs: Any, write: Any, *,
-                   keep_duplicates: bool = False,
-                   adapter_id: str | None = None) -> OwnerImportResult:
-    """Import ``inputs`` (an adapter's entries) in one approval and one commit, leaving out
-    those already in memory (see the module's rule) unless ``keep_duplicates``. When all are
-    left out, nothing is asked or written."""
-    if keep_duplicates or not isinstance(inputs, list):
-        return {**provider.import_entries(inputs, write), "skipped": []}
+def plan(provider: Provider, inputs: list[Any], write: Any, *,
+         adapter_id: str | None = None) -> tuple[list[Any], list[SkippedEntry]]:
+    """(the inputs to import, those left out as duplicates by the module's rule)."""
     w = writer_of(write)  # WRITE_REQUIRES_AGENT first, as the import itself would
     state = provider.store.checked()
     present = {_key(e.track, e.scope, e.workspace_key, e.agent_key, e.text)
@@ -74,9 +69,21 @@ def import_entries(provider: Provider, inputs: Any, write: Any, *,
             continue
         seen.add(key)
         kept.append(inp)
+    return kept, skipped
+
+
+def import_entries(provider: Provider, inputs: Any, write: Any, *,
+                   keep_duplicates: bool = False,
+                   adapter_id: str | None = None) -> OwnerImportResult:
+    """Import ``inputs`` (an adapter's entries) in one approval and one commit, leaving out
+    those already in memory (see the module's rule) unless ``keep_duplicates``. When all are
+    left out, nothing is asked or written."""
+    if keep_duplicates or not isinstance(inputs, list):
+        return {**provider.import_entries(inputs, write), "skipped": []}
+    kept, skipped = plan(provider, inputs, write, adapter_id=adapter_id)
     if inputs and not kept:
         return {"added": 0, "entries": [], "skipped": skipped}
     return {**provider.import_entries(kept, write), "skipped": skipped}
 
 
-__all__ = ["import_entries"]
+__all__ = ["import_entries", "plan"]
