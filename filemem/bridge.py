@@ -184,7 +184,8 @@ class Bridge:
             self._waiting[rid] = waiter
         write = {k: v for k, v in request.write.items() if k != "gate"}
         self.send({"jsonrpc": "2.0", "id": rid, "method": "approval/request",
-                   "params": {"payload": request.payload, "write": write}})
+                   "params": {"payload": request.payload, "write": write,
+                              "findings": [dict(f) for f in request.findings]}})
         answer = waiter.get()
         if answer is None:
             raise RuntimeError("the host closed the connection before answering")

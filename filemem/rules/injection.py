@@ -1,0 +1,140 @@
+"""Planted instructions: the named rules that look for them in a (normalised) text.
+
+Memory goes into an agent's system prompt at every session start, which makes it the place
+to plant instructions. Each rule matches :mod:`filemem.rules.normalized` text (NFKC, hidden
+characters left out) case-insensitively, and is narrow on purpose: a note that mentions
+``~/.ssh``, ``curl``, ``AGENTS.md`` or a system prompt in prose is ordinary and passes; what
+is caught is the instruction or the command. Each rule's level (off, warn, block) is the
+owner's, in ``filemem.yaml`` (``checks.rules``; defaults in :data:`filemem.config.CHECK_RULES`).
+
+* ``ignore-instructions``: an instruction to ignore, disregard or forget the previous (prior,
+  above, system...) instructions, in English or Chinese.
+* ``pipe-to-shell``: a download piped into a shell or interpreter (``curl ... | sh``,
+  ``wget -O- ... | bash``, ``bash <(curl ...)``, ``iwr ... | iex``).
+* ``exfiltration``: one command line that both reads a secret (``~/.ssh/id_*`` but not a
+  ``.pub``, ``~/.aws/credentials``, ``.env``, ``printenv``, ``$..._TOKEN``...) and sends it
+  over the network (``curl``, ``wget``, ``nc``, ``scp``, ``Invoke-WebRequest``...).
+* ``marker-imitation``: a text that imitates filemem's own lines in a snapshot (``[filemem:``)
+  or the approval marker (``[dsh-memento``), so a planted entry cannot pose as a withheld one
+  or as the snapshot's header.
+* ``role-override``: a role or system-prompt override: ``you are now``, ``from now on you``,
+  a ``system:`` role line, ``<|im_start|>``, a "new system prompt", developer mode.
+* ``agent-config-edit``: an instruction to write to an agent's configuration or instruction
+  files (AGENTS.md, CLAUDE.md, .cursorrules, copilot-instructions.md, .mcp.json...).
+* ``hidden-comment``: an HTML comment (``<!-- ... -->``) or a markdown comment
+  (``[//]: # (...)``) with words in it, outside code spans: text a rendered view hides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Final
+
+_I: Final = re.IGNORECASE
+_ANY_WS: Final = r"[\s_*`'\"-]+"  # between words: spaces, markdown emphasis, quotes
+
+
+def _words(*words: str) -> str:
+    return _ANY_WS.join(words)
+
+
+_NET: Final = (r"(?:curl|wget|fetch|http(?:ie)?|nc|ncat|netcat|socat|scp|rsync|sftp|ftp|"
+               r"invoke-webrequest|invoke-restmethod|iwr|irm|telnet|openssl\s+s_client)")
+_SHELL: Final = r"(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|k|c|tc|da|fi|a)?sh|python[0-9.]*|perl|ruby|node|php|iex|invoke-expression|pwsh|powershell"  # noqa: E501
+_SECRET_SOURCE: Final = (
+    r"(?:~|\$home|\$\{home\}|/home/[^/\s]+|/root)/\.ssh/(?!\S*\.pub\b)\S*"
+    r"|\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?!\.pub)"
+    r"|\.aws/credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.docker/config\.json"
+    r"|\.git-credentials|\.config/gh/hosts\.yml|\.kube/config"
+    r"|(?:^|[\s/\"'=@])\.env\b|\bprintenv\b|\benv\s*\||\$\{?[A-Za-z_]*(?:TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIALS?)\}?"
+    r"|/etc/shadow\b|keychain|security\s+find-generic-password")
+
+RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
+    "ignore-instructions": (
+        re.compile(r"\b(?:ignore|disregard|forget|override|bypass)" + _ANY_WS
+                   + r"(?:(?:all|any|every|of|the|your|my|these|those|its)" + _ANY_WS + r")*"
+                   r"(?:previous|prior|preceding|above|earlier|former|original|initial|"
+                   r"system|developer|safety)" + _ANY_WS +
+                   r"(?:\w+" + _ANY_WS + r")?(?:instructions?|prompts?|rules|directives?|"
+                   r"guidelines|guardrails|messages|context|constraints)\b",
+                   _I),
+        re.compile(r"\b(?:ignore|disregard|forget)" + _ANY_WS + r"(?:all|everything)" + _ANY_WS
+                   + r"(?:(?:you|that)" + _ANY_WS + r"(?:were|was|have been)" + _ANY_WS
+                   + r"(?:told|given|instructed)|(?:instructions|prompts))", _I),
+        re.compile(r"(?:忽略|无视|忘记|忘掉|不要理会)\s*(?:掉)?\s*(?:之前|以前|先前|前面|上面|以上|"
+                   r"上述|此前|所有|全部|一切)(?:的|所有|全部|一切|系统|\s)*"
+                   r"(?:指令|指示|提示词?|规则|命令|要求|设定)"),
+    ),
+    "pipe-to-shell": (
+        re.compile(r"\b" + _NET + r"\b[^\n|;]*\|\s*(?:" + _SHELL + r")\b", _I),
+        re.compile(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
+        re.compile(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
+        re.compile(r"\b(?:iex|invoke-expression)\s*\(?\s*\(?\s*(?:new-object\s+net\.webclient\)"
+                   r"\.downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b", _I),
+    ),
+    "exfiltration": (
+        re.compile(r"^(?=[^\n]*\b" + _NET + r"\b)(?=[^\n]*(?:" + _SECRET_SOURCE + r"))[^\n]+",
+                   _I | re.MULTILINE),
+    ),
+    "marker-imitation": (
+        re.compile(r"\[\s*filemem\s*[:\uff1a]", _I),
+        re.compile(r"\[\s*dsh-memento\b", _I),
+    ),
+    "role-override": (
+        re.compile(r"\byou" + _ANY_WS + r"are" + _ANY_WS + r"now" + _ANY_WS
+                   + r"(?:a|an|the|in|no longer|my|dan|jailbroken|unrestricted|free)\b", _I),
+        re.compile(r"\bfrom" + _ANY_WS + r"now" + _ANY_WS + r"on,?" + _ANY_WS
+                   + r"(?:you|the assistant|the agent|claude|chatgpt)" + _ANY_WS
+                   + r"(?:are|will|must|shall|should)\b", _I),
+        re.compile(r"^\s*(?:#+\s*|\[|<)?(?:system|assistant|developer)\s*(?:\]|>)?\s*:\s*\S",
+                   _I | re.MULTILINE),
+        re.compile(r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?INST\]|<</?SYS>>",
+                   _I),
+        re.compile(r"\b(?:new|updated|real|actual|true|secret|hidden|override)" + _ANY_WS
+                   + r"system" + _ANY_WS + r"prompts?\b", _I),
+        re.compile(r"\b(?:enable|enter|activate|switch to)" + _ANY_WS
+                   + r"(?:developer|god|jailbreak|dan|debug|sudo)" + _ANY_WS + r"mode\b", _I),
+        re.compile(r"\b(?:reveal|print|output|repeat|leak|show me)" + _ANY_WS
+                   + r"(?:your|the)" + _ANY_WS + r"(?:system|initial|hidden)" + _ANY_WS
+                   + r"(?:prompt|instructions)\b", _I),
+    ),
+    "agent-config-edit": (
+        re.compile(r"\b(?:add|append|write|edit|modify|update|change|insert|put|overwrite|"
+                   r"replace|prepend|create|rewrite|inject|amend)\b[^\n.!?]{0,80}?"
+                   r"(?:\bagents\.md|\bclaude(?:\.local)?\.md|\bgemini\.md|\.cursorrules|"
+                   r"\.cursor/rules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
+                   r"\.claude/settings(?:\.local)?\.json|\.mcp\.json|\bmcp\.json|"
+                   r"\.codex/config\.toml|\.aider\.conf\.yml|\.continuerc)", _I),
+        re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?)\s*\S*(?:agents\.md|claude\.md|gemini\.md|"
+                   r"\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
+                   r"mcp\.json|settings\.json)\b", _I),
+    ),
+    "hidden-comment": (
+        re.compile(r"<!--(?=[^>]*?[A-Za-z\u3040-\u9fff]{2})[\s\S]*?(?:-->|\Z)"),
+        re.compile(r"^\s*\[(?://|comment|#)\]:\s*(?:#|<>)\s*[(\"'][^\n]*\w[^\n]*$",
+                   _I | re.MULTILINE),
+    ),
+}
+_CODE: Final = re.compile(r"```[\s\S]*?(?:```|\Z)|~~~[\s\S]*?(?:~~~|\Z)|`[^`\n]+`")
+IN_PROSE_ONLY: Final = frozenset({"hidden-comment"})  # code spans may show such syntax
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _CODE.finditer(text)]
+
+
+def matches(text: str) -> Iterator[tuple[str, int, int]]:
+    """``(rule, start, end)`` for every match in the normalised ``text``, by position."""
+    code: list[tuple[int, int]] | None = None
+    found: list[tuple[int, str, int]] = []
+    for name, patterns in RULES.items():
+        for pattern in patterns:
+            for m in pattern.finditer(text):
+                if name in IN_PROSE_ONLY:
+                    code = _code_spans(text) if code is None else code
+                    if any(a <= m.start() < b for a, b in code):
+                        continue
+                found.append((m.start(), name, m.end()))
+    for start, name, end in sorted(found):
+        yield name, start, end
