@@ -88,6 +88,7 @@ def _matched(text: str, index: int, config: Config) -> list[Finding]:
     hits = [(INJECTION, rule, *norm.span(a, b)) for rule, a, b in injection.matches(norm.text)]
     hits += [(SECRET, rule, a, b) for rule, a, b in secrets.matches(text)]
     hits += [(SECRET, rule, *norm.span(a, b)) for rule, a, b in secrets.matches(norm.text)]
+    hidden = [(a, b) for kind, _rule, a, b in hits if kind == SECRET]
     for kind, rule, a, b in hits:
         level = config.level(rule)
         if level == "off" or (rule, a, b) in seen:
@@ -99,10 +100,23 @@ def _matched(text: str, index: int, config: Config) -> list[Finding]:
         finding: Finding = {"kind": kind, "rule": rule, "level": level, "text": index,
                             "start": start, "end": end, "what": _what(kind, rule)}
         if kind == INJECTION:
-            finding["excerpt"] = shown.visible(text[a:b][:EXCERPT]) + (
-                "\u2026" if b - a > EXCERPT else "")
+            finding["excerpt"] = _excerpt(text, a, b, hidden)
         out.append(finding)
     return out
+
+
+def _excerpt(text: str, a: int, b: int, secret_spans: list[tuple[int, int]]) -> str:
+    """``text[a:b]`` for a person: hidden characters escaped, whatever looks like a secret
+    (at any level, even off) left out, at most :data:`EXCERPT` characters."""
+    parts, i = [], a
+    for x, y in sorted(secret_spans):
+        if y <= i or x >= b:
+            continue
+        parts += [shown.visible(text[i:max(i, x)]), "[secret left out]"]
+        i = max(i, y)
+    parts.append(shown.visible(text[i:b]))
+    shown_text = "".join(parts)
+    return shown_text[:EXCERPT] + ("\u2026" if len(shown_text) > EXCERPT else "")
 
 
 def _what(kind: str, rule: str) -> str:

@@ -57,7 +57,7 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
                    r"(?:previous|prior|preceding|above|earlier|former|original|initial|"
                    r"system|developer|safety)" + _ANY_WS +
                    r"(?:\w+" + _ANY_WS + r")?(?:instructions?|prompts?|rules|directives?|"
-                   r"guidelines|guardrails|messages|context|constraints)\b",
+                   r"guidelines|guardrails|messages|context|constraints)(?![A-Za-z])",
                    _I),
         re.compile(r"\b(?:ignore|disregard|forget)" + _ANY_WS + r"(?:all|everything)" + _ANY_WS
                    + r"(?:(?:you|that)" + _ANY_WS + r"(?:were|was|have been)" + _ANY_WS

@@ -34,7 +34,8 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
                               r"[A-Za-z0-9_-]{32,}"),),
     "anthropic-key": (re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,}"),),
     "private-key": (re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-                               r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?"),),
+                               r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|"
+                               r"[\s\S]*\Z)"),),
     "jwt": (re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
                        r"[A-Za-z0-9_-]{10,}"),),
 }
