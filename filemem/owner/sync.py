@@ -120,13 +120,13 @@ class SyncResult:
         for item in self.findings:
             block = checks.blocking(item["findings"])
             held = (f" (withheld from snapshots: {checks.rule_of(block[0])}; read it with "
-                    f"`filemem show {item['id']}`)") if block else ""
+                    f"`filemem log --entry {item['id']}`)") if block else ""
             lines.append(f"entry {item['id']} in {item['track']}/{item['scope']}{held}:")
             lines += [f"  {line}" for line in checks.describe(item["findings"])]
             hidden = [f for f in item["findings"] if f["kind"] == checks.INVISIBLE]
             if hidden:
                 lines.append(f"  {sum(f.get('count', 1) for f in hidden)} invisible or "
-                             "control characters (`filemem show` shows them as escapes)")
+                             "control characters (`filemem list` shows them as escapes)")
         return lines
 
     def to_json(self) -> dict[str, Any]:

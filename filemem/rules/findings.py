@@ -183,7 +183,7 @@ def summary(found: Sequence[Finding]) -> str:
 def withheld(entry_id: str, rule: str) -> str:
     """What the snapshot shows in place of an entry a blocking rule matches."""
     return (f"[filemem: entry {entry_id} withheld from this snapshot: it matches the blocking "
-            f"rule {rule}; the owner can read it with `filemem show {entry_id}`]")
+            f"rule {rule}; the owner can read it with `filemem log --entry {entry_id}`]")
 
 
 def describe(findings: Sequence[Finding]) -> list[str]:
