@@ -12,13 +12,16 @@ owner's, in ``filemem.yaml`` (``checks.rules``; defaults in :data:`filemem.confi
 * ``pipe-to-shell``: a download piped into a shell or interpreter (``curl ... | sh``,
   ``wget -O- ... | bash``, ``bash <(curl ...)``, ``iwr ... | iex``).
 * ``exfiltration``: one command line that both reads a secret (``~/.ssh/id_*`` but not a
-  ``.pub``, ``~/.aws/credentials``, ``.env``, ``printenv``, ``$..._TOKEN``...) and sends it
-  over the network (``curl``, ``wget``, ``nc``, ``scp``, ``Invoke-WebRequest``...).
+  ``.pub``, ``~/.aws/credentials``, ``.netrc``, ``@.env`` or ``cat .env``, ``printenv``...)
+  and sends it over the network (``curl``, ``wget``, ``nc``, ``scp``...). A token variable
+  in a request (``curl -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.com``) is
+  how a token is used, not a leak, and passes.
 * ``marker-imitation``: a text that imitates filemem's own lines in a snapshot (``[filemem:``)
   or the approval marker (``[dsh-memento``), so a planted entry cannot pose as a withheld one
   or as the snapshot's header.
 * ``role-override``: a role or system-prompt override: ``you are now``, ``from now on you``,
-  a ``system:`` role line, ``<|im_start|>``, a "new system prompt", developer mode.
+  a ``[system]`` or ``<system>`` role line (a ``System:`` line only when it gives orders:
+  ``System: Ubuntu 22.04`` passes), ``<|im_start|>``, a "new system prompt", developer mode.
 * ``agent-config-edit``: an instruction to write to an agent's configuration or instruction
   files (AGENTS.md, CLAUDE.md, .cursorrules, copilot-instructions.md, .mcp.json...).
 * ``hidden-comment``: an HTML comment (``<!-- ... -->``) or a markdown comment
@@ -41,13 +44,16 @@ def _words(*words: str) -> str:
 
 _NET: Final = (r"(?:curl|wget|fetch|http(?:ie)?|nc|ncat|netcat|socat|scp|rsync|sftp|ftp|"
                r"invoke-webrequest|invoke-restmethod|iwr|irm|telnet|openssl\s+s_client)")
-_SHELL: Final = r"(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|k|c|tc|da|fi|a)?sh|python[0-9.]*|perl|ruby|node|php|iex|invoke-expression|pwsh|powershell"  # noqa: E501
+# a shell, or an interpreter reading the program from its input (not `python3 -m json.tool`)
+_SHELL: Final = (r"(?:sudo\s+(?:-\S+\s+)*)?(?:(?:ba|z|k|c|tc|da|fi|a)?sh|iex|invoke-expression|"
+                 r"pwsh|powershell)\b|(?:python[0-9.]*|perl|ruby|node|php)(?:\s+-)?"
+                 r"(?=\s*(?:$|[;&|)`'\"]))")
 _SECRET_SOURCE: Final = (
     r"(?:~|\$home|\$\{home\}|/home/[^/\s]+|/root)/\.ssh/(?!\S*\.pub\b)\S*"
     r"|\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?!\.pub)"
     r"|\.aws/credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.docker/config\.json"
     r"|\.git-credentials|\.config/gh/hosts\.yml|\.kube/config"
-    r"|(?:^|[\s/\"'=@])\.env\b|\bprintenv\b|\benv\s*\||\$\{?[A-Za-z_]*(?:TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIALS?)\}?"
+    r"|@\S*\.env\b(?!\.)|\bcat\s+\S*\.env\b(?!\.)|<\s*\S*\.env\b(?!\.)|\bprintenv\b|\benv\s*\|"
     r"|/etc/shadow\b|keychain|security\s+find-generic-password")
 
 RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
@@ -67,7 +73,7 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
                    r"(?:指令|指示|提示词?|规则|命令|要求|设定)"),
     ),
     "pipe-to-shell": (
-        re.compile(r"\b" + _NET + r"\b[^\n|;]*\|\s*(?:" + _SHELL + r")\b", _I),
+        re.compile(r"\b" + _NET + r"\b[^\n|;]*\|\s*(?:" + _SHELL + r")", _I | re.MULTILINE),
         re.compile(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
         re.compile(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
         re.compile(r"\b(?:iex|invoke-expression)\s*\(?\s*\(?\s*(?:new-object\s+net\.webclient\)"
@@ -87,8 +93,10 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
         re.compile(r"\bfrom" + _ANY_WS + r"now" + _ANY_WS + r"on,?" + _ANY_WS
                    + r"(?:you|the assistant|the agent|claude|chatgpt)" + _ANY_WS
                    + r"(?:are|will|must|shall|should)\b", _I),
-        re.compile(r"^\s*(?:#+\s*|\[|<)?(?:system|assistant|developer)\s*(?:\]|>)?\s*:\s*\S",
+        re.compile(r"^\s*(?:\[|<|#{1,6}\s*)(?:system|assistant|developer)\s*(?:\]|>|:)",
                    _I | re.MULTILINE),
+        re.compile(r"^\s*(?:system|assistant|developer)\s*:\s*(?:you|ignore|from now|the user|"
+                   r"new|override|always|never|do not|don't|obey)\b", _I | re.MULTILINE),
         re.compile(r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?INST\]|<</?SYS>>",
                    _I),
         re.compile(r"\b(?:new|updated|real|actual|true|secret|hidden|override)" + _ANY_WS
