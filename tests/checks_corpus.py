@@ -169,6 +169,7 @@ ORDINARY: Final = [
     "Run id 123e4567-e89b-12d3-a456-426614174000, sha256 "
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
     "cache_key = 3f786850e387550fdab836ed7e6dc881de23001b",
+    "token = f.encrypt(b\"message\"); api_key = load_key(path)",
     "The token lives in 1Password (item \"deploy\"); export GITHUB_TOKEN=$(gh auth token).",
     "api_key: <your-key-here>; DB_PASSWORD=${DB_PASSWORD}; password: changeme",
     "Use sk-learn? No: scikit-learn. The key: value pairs go in config.yaml.",
