@@ -3,7 +3,10 @@
 Planted instructions hide behind look-alikes: fullwidth letters (``ｉｇｎｏｒｅ``), ligatures,
 a zero-width space or a soft hyphen inside a word (``ign\u200bore``), tag characters. The
 checks therefore match a normalised form: every character NFKC-normalised on its own, every
-hidden character (:func:`filemem.shown.kind_at`) and every combining mark left out. Each
+hidden character (:func:`filemem.shown.kind_at`) and every combining mark left out, and the
+Cyrillic and Greek letters that look like Latin ones (``\u0456gnore``, ``[f\u0456lemem:``)
+read as those (:data:`LOOKALIKES`; a Russian or Greek word does not turn into an English
+instruction that way, a disguised English one is unmasked). Each
 character of the normalised form remembers which character of the original it came from,
 so a finding's span is the original text's.
 """
@@ -12,8 +15,20 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import Final
 
 from filemem import shown
+
+# Cyrillic and Greek letters drawn like Latin ones (after NFKC), as the Latin letter.
+LOOKALIKES: Final = {
+    **dict(zip("\u0430\u0441\u0435\u04bb\u0456\u0458\u043e\u0440\u0455\u0443\u0445"
+               "\u0501\u051b\u051d\u04cf\u0261", "acehijopsyxdqwlg", strict=True)),
+    **dict(zip("\u0410\u0412\u0421\u0415\u041d\u0406\u0408\u041a\u041c\u041e\u0420"
+               "\u0405\u0422\u0425\u0423", "ABCEHIJKMOPSTXY", strict=True)),
+    **dict(zip("\u03b1\u03bf\u03c1\u03b9\u03ba\u03bd\u03c5\u03c7", "aopikvux", strict=True)),
+    **dict(zip("\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1"
+               "\u03a4\u03a5\u03a7", "ABEZHIKMNOPTYX", strict=True)),
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,6 @@ def normalize(text: str) -> Normalized:
         for p in piece:
             if unicodedata.combining(p):
                 continue
-            out.append(p)
+            out.append(LOOKALIKES.get(p, p))
             origin.append(i)
     return Normalized("".join(out), tuple(origin), text)
