@@ -129,7 +129,8 @@ def test_bridge_approval_request_carries_the_findings(store: Path) -> None:
 # ---------------------------------------------------------------- MCP elicitation
 
 
-def test_mcp_elicitation_message_shows_the_findings(store: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_mcp_elicitation_message_shows_the_findings(store: Path, mode: str) -> None:
     (store.parent / "proj").mkdir()
     messages: list[str] = []
     results: list[Any] = []
@@ -142,7 +143,8 @@ def test_mcp_elicitation_message_shows_the_findings(store: Path) -> None:
         args = ["-m", "filemem.cli", "mcp", "--store", str(store), "--agent", "coder"]
         params = StdioServerParameters(command=sys.executable, args=args,
                                        cwd=str(store.parent / "proj"))
-        async with Client(params, elicitation_callback=person, read_timeout_seconds=60) as c:
+        async with Client(params, mode=mode, elicitation_callback=person,
+                          read_timeout_seconds=60) as c:
             await c.call_tool("memory_add", {"text": HIDDEN + " " + WARN,
                                              "scope": "user-global"})
             results.append(await c.call_tool("memory_add", {"text": SECRETS[3][1],

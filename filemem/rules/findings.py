@@ -160,8 +160,8 @@ def refused(findings: Sequence[Finding]) -> errors.ProtocolError | None:
                       "name of the environment variable, the password manager entry, the "
                       "file that holds it)")
     if INJECTION in kinds:
-        advice.append("memory must not carry instructions that override the agent's own "
-                      "(say what the note is for in plain words instead)")
+        advice.append("memory must not carry instructions or commands planted for an agent "
+                      "(describe what the note is about in plain words instead)")
     if INVISIBLE in kinds:
         advice.append("the store refuses invisible and control characters "
                       "(checks.invisible: refuse); write the text without them")
