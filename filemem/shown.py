@@ -27,6 +27,7 @@ the JSON parses to the very same text and still puts no raw control on a termina
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Any, Final
 
@@ -53,6 +54,22 @@ KINDS: Final = {
     "invisible-filler": "blank filler letter",
     "lone-surrogate": "lone surrogate",
 }
+# Every character :func:`kind_at` may call hidden, and a few more (the format characters of
+# newer Unicode versions): a text this finds nothing in is shown as it is, at no cost.
+_MAYBE: Final = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+    "\U000e0100-\U000e01ef]")
+
+
+def plain(text: str) -> bool:
+    """Can ``text`` hold no hidden character at all (tab and newline aside)? A fast check:
+    False means :func:`kind_at` has to look."""
+    return _MAYBE.search(text) is None
+
+
 # Scripts whose words use ZWNJ/ZWJ as spelling (Arabic script for Persian and Urdu, the Indic
 # scripts, Sinhala, Myanmar): a joiner between two of their letters is ordinary text.
 _JOINING_SCRIPTS: Final = ((0x0600, 0x08FF), (0x0900, 0x0DFF), (0x1000, 0x109F),
@@ -84,24 +101,28 @@ def _emoji_before(text: str, i: int) -> bool:
     return j >= 0 and _emoji(text[j])
 
 
+def _tag_letter(ch: str) -> bool:
+    return 0xE0030 <= ord(ch) <= 0xE0039 or 0xE0061 <= ord(ch) <= 0xE007A
+
+
 def _subdivision_flag(text: str, i: int) -> bool:
     """Is the tag character at ``i`` part of an emoji flag such as England's (U+1F3F4, two to
-    seven tag letters or digits, U+E007F)? Those are the only ordinary use of tags."""
-    start = i
-    while start > 0 and 0xE0030 <= ord(text[start - 1]) <= 0xE007A:
-        start -= 1
-    end = i
-    while end < len(text) and 0xE0030 <= ord(text[end]) <= 0xE007A:
-        end += 1
-    if start == end and ord(text[i]) == 0xE007F:  # the cancel tag itself
+    seven tag digits or lower-case letters, U+E007F)? Those are the only ordinary use of
+    tags. Looks at most eight characters either way, so a long run of tags costs no more."""
+    if text[i] == "\U000e007f":
         end = i
-        while start > 0 and 0xE0030 <= ord(text[start - 1]) <= 0xE007A:
-            start -= 1
-    tags = text[start:end]
-    return (start > 0 and text[start - 1] == "\U0001f3f4" and 2 <= len(tags) <= 7
-            and end < len(text) and text[end] == "\U000e007f"
-            and all(ch.isdigit() or ch.islower() for ch in
-                    (chr(ord(c) - 0xE0000) for c in tags)))
+    elif _tag_letter(text[i]):
+        end = i + 1
+        while end < len(text) and end - i <= 8 and _tag_letter(text[end]):
+            end += 1
+        if end >= len(text) or text[end] != "\U000e007f":
+            return False
+    else:
+        return False
+    start = end
+    while start > 0 and end - start <= 8 and _tag_letter(text[start - 1]):
+        start -= 1
+    return 2 <= end - start <= 7 and start > 0 and text[start - 1] == "\U0001f3f4"
 
 
 def kind_at(text: str, i: int) -> str | None:
@@ -159,6 +180,8 @@ def visible(text: str, *, keep_newlines: bool = False) -> str:
     the agent's alone, such as an error message or a diff)."""
     if keep_newlines:
         return "\n".join(visible(line) for line in text.split("\n"))
+    if "\t" not in text and "\n" not in text and plain(text):
+        return text
     return "".join(_escape(ch) if ch in "\t\n" or kind_at(text, i) else ch
                    for i, ch in enumerate(text))
 
@@ -166,6 +189,8 @@ def visible(text: str, *, keep_newlines: bool = False) -> str:
 def hidden(text: str) -> dict[str, int]:
     """How many hidden characters of each class ``text`` holds (tab and newline are not)."""
     counts: dict[str, int] = {}
+    if plain(text):
+        return counts
     for i in range(len(text)):
         kind = kind_at(text, i)
         if kind:
@@ -229,6 +254,8 @@ def json_text(value: Any, **options: Any) -> str:
     :func:`visible` would escape (and JSON does not) as a ``\\uXXXX`` escape: the same JSON
     value, nothing raw on a screen. These characters only occur inside JSON strings."""
     text = json.dumps(value, ensure_ascii=False, **options)
+    if plain(text):
+        return text
     return "".join(_json_escape(ch) if ord(ch) >= 0x7f and kind_at(text, i) else ch
                    for i, ch in enumerate(text))
 

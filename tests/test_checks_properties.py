@@ -87,3 +87,20 @@ def test_any_text_is_stored_exactly_or_refused_with_a_code(tmp_path: Path, text:
         assert stored["text"] == text
         assert [e["text"] for e in p.list_entries() if e["id"] == stored["id"]] == [text]
         assert not findings.blocking(findings.scan(text, p.config()))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.characters(), st.characters(), st.characters())
+def test_the_fast_check_never_misses_a_hidden_character(a: str, ch: str, b: str) -> None:
+    text = a + ch + b
+    if shown.plain(text):
+        assert all(shown.kind_at(text, i) is None for i in range(3))
+
+
+def test_the_fast_check_covers_every_format_and_control_character() -> None:
+    import unicodedata
+
+    for code in range(0x110000):
+        ch = chr(code)
+        if unicodedata.category(ch) in ("Cf", "Cc", "Cs") and ch not in "\t\n":
+            assert not shown.plain(ch), hex(code)

@@ -62,6 +62,8 @@ def _units(text: str, start: int, end: int) -> tuple[int, int]:
 def _invisible(text: str, index: int, config: Config) -> list[Finding]:
     level = "block" if config.invisible == "refuse" else "warn"
     out: list[Finding] = []
+    if shown.plain(text):
+        return out
     i = 0
     while i < len(text):
         kind = shown.kind_at(text, i)
@@ -87,7 +89,8 @@ def _matched(text: str, index: int, config: Config) -> list[Finding]:
     seen: set[tuple[str, int, int]] = set()
     hits = [(INJECTION, rule, *norm.span(a, b)) for rule, a, b in injection.matches(norm.text)]
     hits += [(SECRET, rule, a, b) for rule, a, b in secrets.matches(text)]
-    hits += [(SECRET, rule, *norm.span(a, b)) for rule, a, b in secrets.matches(norm.text)]
+    if norm.text != text:
+        hits += [(SECRET, rule, *norm.span(a, b)) for rule, a, b in secrets.matches(norm.text)]
     hidden = [(a, b) for kind, _rule, a, b in hits if kind == SECRET]
     for kind, rule, a, b in hits:
         level = config.level(rule)

@@ -73,7 +73,10 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
                    r"(?:指令|指示|提示词?|规则|命令|要求|设定)"),
     ),
     "pipe-to-shell": (
-        re.compile(r"\b" + _NET + r"\b[^\n|;]*\|\s*(?:" + _SHELL + r")", _I | re.MULTILINE),
+        # one pipeline segment (tried only where a segment starts, so a long line costs one
+        # pass): a download command, then a pipe into a shell
+        re.compile(r"(?:^|(?<=[|;&]))(?=[^\n|;&]*\b" + _NET + r"\b)[^\n|;]*+\|\s*(?:"
+                   + _SHELL + r")", _I | re.MULTILINE),
         re.compile(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
         re.compile(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
         re.compile(r"\b(?:iex|invoke-expression)\s*\(?\s*\(?\s*(?:new-object\s+net\.webclient\)"
@@ -114,16 +117,44 @@ RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
                    r"\.cursor/rules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
                    r"\.claude/settings(?:\.local)?\.json|\.mcp\.json|\bmcp\.json|"
                    r"\.codex/config\.toml|\.aider\.conf\.yml|\.continuerc)", _I),
-        re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?)\s*\S*(?:agents\.md|claude\.md|gemini\.md|"
+        re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?)\s*[^\s>|;&]{0,200}?(?:agents\.md|claude\.md|gemini\.md|"
                    r"\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
                    r"mcp\.json|settings\.json)\b", _I),
     ),
     "hidden-comment": (
-        re.compile(r"<!--(?=[^>]*?[A-Za-z\u3040-\u9fff]{2})[\s\S]*?(?:-->|\Z)"),
+        re.compile(r"<!--(?:(?!-->)[\s\S])*+(?:-->|\Z)"),  # with words in it: see _WORDS
         re.compile(r"^\s*\[(?://|comment|#)\]:\s*(?:#|<>)\s*[(\"'][^\n]*\w[^\n]*$",
                    _I | re.MULTILINE),
     ),
 }
+# Words each rule's patterns need (in the lower-cased text): a rule none of whose words is
+# in the text is not tried, so most notes cost a few substring tests. Each tuple lists
+# alternatives; a rule with two tuples needs one word of each.
+_NET_WORDS: Final = ("curl", "wget", "fetch", "http", "nc", "socat", "scp", "rsync", "ftp",
+                     "invoke-", "iwr", "irm", "telnet", "openssl")
+TRIGGERS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "ignore-instructions": (("ignore", "disregard", "forget", "override", "bypass", "忽略",
+                             "无视", "忘记", "忘掉", "不要理会"),),
+    "pipe-to-shell": ((*_NET_WORDS, "iex", "invoke-expression"), ("|", "<(", "$(", "iex",
+                                                                   "invoke-expression")),
+    "exfiltration": (_NET_WORDS, (".ssh", "id_", ".aws", ".netrc", ".npmrc", ".pypirc",
+                                  ".docker", "credentials", "gh/hosts", ".kube", "env",
+                                  "/etc/shadow", "keychain", "find-generic-password")),
+    "marker-imitation": (("filemem", "dsh-memento"),),
+    "role-override": (("now", "system", "assistant", "developer", "<|", "im_start", "im_end",
+                       "endoftext", "inst]", "<<sys", "<</sys", "prompt", "mode"),),
+    "agent-config-edit": (("agents.md", "claude", "gemini.md", "cursor", "windsurf", "cline",
+                           "copilot", "mcp.json", "codex", "aider", "continuerc",
+                           "settings"),),
+    "hidden-comment": (("<!--", "]:"),),
+}
+
+
+def _triggered(rule: str, low: str) -> bool:
+    return all(any(word in low for word in words) for words in TRIGGERS[rule])
+
+
+_WORDS: Final = re.compile(r"[A-Za-z\u3040-\u9fff]{2}")  # a comment that says something
 _CODE: Final = re.compile(r"```[\s\S]*?(?:```|\Z)|~~~[\s\S]*?(?:~~~|\Z)|`[^`\n]+`")
 IN_PROSE_ONLY: Final = frozenset({"hidden-comment"})  # code spans may show such syntax
 
@@ -136,9 +167,14 @@ def matches(text: str) -> Iterator[tuple[str, int, int]]:
     """``(rule, start, end)`` for every match in the normalised ``text``, by position."""
     code: list[tuple[int, int]] | None = None
     found: list[tuple[int, str, int]] = []
+    low = text.lower()
     for name, patterns in RULES.items():
+        if not _triggered(name, low):
+            continue
         for pattern in patterns:
             for m in pattern.finditer(text):
+                if name == "hidden-comment" and not _WORDS.search(m.group()):
+                    continue
                 if name in IN_PROSE_ONLY:
                     code = _code_spans(text) if code is None else code
                     if any(a <= m.start() < b for a, b in code):

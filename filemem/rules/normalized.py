@@ -47,6 +47,8 @@ class Normalized:
 
 
 def normalize(text: str) -> Normalized:
+    if text.isascii() and shown.plain(text):  # most notes: nothing to normalise
+        return Normalized(text, tuple(range(len(text))), text)
     out: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
