@@ -4,8 +4,10 @@ Every write follows one pipeline, whatever the operation (each is described once
 :mod:`filemem.ops`)::
 
     agent check -> validate -> resolve target(s) in the writer's visible set -> budget
-    pre-check -> approval (no lock held) -> store lock -> re-resolve, refuse unless it is the
-    approved target (same id and version) -> budget re-check -> one commit
+    pre-check -> the store's checks on the new texts (a blocking finding: INVALID_INPUT,
+    nobody asked; see :mod:`filemem.rules.findings`) -> approval (no lock held, the findings
+    shown) -> store lock -> re-resolve, refuse unless it is the approved target (same id and
+    version) -> budget re-check -> one commit
 
 A denied write leaves an ``<action>-denied`` row; a write that fails after approval leaves
 an ``<action>-failed`` row; both are commits that change no entry, so ``git log`` is the
