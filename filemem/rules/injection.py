@@ -34,6 +34,8 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
+from filemem.rules.lazyre import Lazy
+
 _I: Final = re.IGNORECASE
 _ANY_WS: Final = r"[\s_*`'\"-]+"  # between words: spaces, markdown emphasis, quotes
 
@@ -56,74 +58,74 @@ _SECRET_SOURCE: Final = (
     r"|@\S*\.env\b(?!\.)|\bcat\s+\S*\.env\b(?!\.)|<\s*\S*\.env\b(?!\.)|\bprintenv\b|\benv\s*\|"
     r"|/etc/shadow\b|keychain|security\s+find-generic-password")
 
-RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
+RULES: Final[dict[str, tuple[Lazy, ...]]] = {
     "ignore-instructions": (
-        re.compile(r"\b(?:ignore|disregard|forget|override|bypass)" + _ANY_WS
+        Lazy(r"\b(?:ignore|disregard|forget|override|bypass)" + _ANY_WS
                    + r"(?:(?:all|any|every|of|the|your|my|these|those|its)" + _ANY_WS + r")*"
                    r"(?:previous|prior|preceding|above|earlier|former|original|initial|"
                    r"system|developer|safety)" + _ANY_WS +
                    r"(?:\w+" + _ANY_WS + r")?(?:instructions?|prompts?|rules|directives?|"
                    r"guidelines|guardrails|messages|context|constraints)(?![A-Za-z])",
                    _I),
-        re.compile(r"\b(?:ignore|disregard|forget)" + _ANY_WS + r"(?:all|everything)" + _ANY_WS
+        Lazy(r"\b(?:ignore|disregard|forget)" + _ANY_WS + r"(?:all|everything)" + _ANY_WS
                    + r"(?:(?:you|that)" + _ANY_WS + r"(?:were|was|have been)" + _ANY_WS
                    + r"(?:told|given|instructed)|(?:instructions|prompts))", _I),
-        re.compile(r"(?:忽略|无视|忘记|忘掉|不要理会)\s*(?:掉)?\s*(?:之前|以前|先前|前面|上面|以上|"
+        Lazy(r"(?:忽略|无视|忘记|忘掉|不要理会)\s*(?:掉)?\s*(?:之前|以前|先前|前面|上面|以上|"
                    r"上述|此前|所有|全部|一切)(?:的|所有|全部|一切|系统|\s)*"
                    r"(?:指令|指示|提示词?|规则|命令|要求|设定)"),
     ),
     "pipe-to-shell": (
         # one pipeline segment (tried only where a segment starts, so a long line costs one
         # pass): a download command, then a pipe into a shell
-        re.compile(r"(?:^|(?<=[|;&]))(?=[^\n|;&]*\b" + _NET + r"\b)[^\n|;]*+\|\s*(?:"
+        Lazy(r"(?:^|(?<=[|;&]))(?=[^\n|;&]*\b" + _NET + r"\b)[^\n|;]*+\|\s*(?:"
                    + _SHELL + r")", _I | re.MULTILINE),
-        re.compile(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
-        re.compile(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
-        re.compile(r"\b(?:iex|invoke-expression)\s*\(?\s*\(?\s*(?:new-object\s+net\.webclient\)"
+        Lazy(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
+        Lazy(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
+        Lazy(r"\b(?:iex|invoke-expression)\s*\(?\s*\(?\s*(?:new-object\s+net\.webclient\)"
                    r"\.downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b", _I),
     ),
     "exfiltration": (
-        re.compile(r"^(?=[^\n]*\b" + _NET + r"\b)(?=[^\n]*(?:" + _SECRET_SOURCE + r"))[^\n]+",
+        Lazy(r"^(?=[^\n]*\b" + _NET + r"\b)(?=[^\n]*(?:" + _SECRET_SOURCE + r"))[^\n]+",
                    _I | re.MULTILINE),
     ),
     "marker-imitation": (
-        re.compile(r"\[\s*filemem\s*[:\uff1a]", _I),
-        re.compile(r"\[\s*dsh-memento\b", _I),
+        Lazy(r"\[\s*filemem\s*[:\uff1a]", _I),
+        Lazy(r"\[\s*dsh-memento\b", _I),
     ),
     "role-override": (
-        re.compile(r"\byou" + _ANY_WS + r"are" + _ANY_WS + r"now" + _ANY_WS
+        Lazy(r"\byou" + _ANY_WS + r"are" + _ANY_WS + r"now" + _ANY_WS
                    + r"(?:a|an|the|in|no longer|my|dan|jailbroken|unrestricted|free)\b", _I),
-        re.compile(r"\bfrom" + _ANY_WS + r"now" + _ANY_WS + r"on,?" + _ANY_WS
+        Lazy(r"\bfrom" + _ANY_WS + r"now" + _ANY_WS + r"on,?" + _ANY_WS
                    + r"(?:you|the assistant|the agent|claude|chatgpt)" + _ANY_WS
                    + r"(?:are|will|must|shall|should)\b", _I),
-        re.compile(r"^\s*(?:\[|<|#{1,6}\s*)(?:system|assistant|developer)\s*(?:\]|>|:)",
+        Lazy(r"^\s*(?:\[|<|#{1,6}\s*)(?:system|assistant|developer)\s*(?:\]|>|:)",
                    _I | re.MULTILINE),
-        re.compile(r"^\s*(?:system|assistant|developer)\s*:\s*(?:you|ignore|from now|the user|"
+        Lazy(r"^\s*(?:system|assistant|developer)\s*:\s*(?:you|ignore|from now|the user|"
                    r"new|override|always|never|do not|don't|obey)\b", _I | re.MULTILINE),
-        re.compile(r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?INST\]|<</?SYS>>",
+        Lazy(r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?INST\]|<</?SYS>>",
                    _I),
-        re.compile(r"\b(?:new|updated|real|actual|true|secret|hidden|override)" + _ANY_WS
+        Lazy(r"\b(?:new|updated|real|actual|true|secret|hidden|override)" + _ANY_WS
                    + r"system" + _ANY_WS + r"prompts?\b", _I),
-        re.compile(r"\b(?:enable|enter|activate|switch to)" + _ANY_WS
+        Lazy(r"\b(?:enable|enter|activate|switch to)" + _ANY_WS
                    + r"(?:developer|god|jailbreak|dan|debug|sudo)" + _ANY_WS + r"mode\b", _I),
-        re.compile(r"\b(?:reveal|print|output|repeat|leak|show me)" + _ANY_WS
+        Lazy(r"\b(?:reveal|print|output|repeat|leak|show me)" + _ANY_WS
                    + r"(?:your|the)" + _ANY_WS + r"(?:system|initial|hidden)" + _ANY_WS
                    + r"(?:prompt|instructions)\b", _I),
     ),
     "agent-config-edit": (
-        re.compile(r"\b(?:add|append|write|edit|modify|update|change|insert|put|overwrite|"
+        Lazy(r"\b(?:add|append|write|edit|modify|update|change|insert|put|overwrite|"
                    r"replace|prepend|create|rewrite|inject|amend)\b[^\n.!?]{0,80}?"
                    r"(?:\bagents\.md|\bclaude(?:\.local)?\.md|\bgemini\.md|\.cursorrules|"
                    r"\.cursor/rules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
                    r"\.claude/settings(?:\.local)?\.json|\.mcp\.json|\bmcp\.json|"
                    r"\.codex/config\.toml|\.aider\.conf\.yml|\.continuerc)", _I),
-        re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?)\s*[^\s>|;&]{0,200}?(?:agents\.md|claude\.md|gemini\.md|"
+        Lazy(r"(?:>>?|\btee\s+(?:-a\s+)?)\s*[^\s>|;&]{0,200}?(?:agents\.md|claude\.md|gemini\.md|"
                    r"\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|"
                    r"mcp\.json|settings\.json)\b", _I),
     ),
     "hidden-comment": (
-        re.compile(r"<!--(?:(?!-->)[\s\S])*+(?:-->|\Z)"),  # with words in it: see _WORDS
-        re.compile(r"^\s*\[(?://|comment|#)\]:\s*(?:#|<>)\s*[(\"'][^\n]*\w[^\n]*$",
+        Lazy(r"<!--(?:(?!-->)[\s\S])*+(?:-->|\Z)"),  # with words in it: see _WORDS
+        Lazy(r"^\s*\[(?://|comment|#)\]:\s*(?:#|<>)\s*[(\"'][^\n]*\w[^\n]*$",
                    _I | re.MULTILINE),
     ),
 }
@@ -154,8 +156,8 @@ def _triggered(rule: str, low: str) -> bool:
     return all(any(word in low for word in words) for words in TRIGGERS[rule])
 
 
-_WORDS: Final = re.compile(r"[A-Za-z\u3040-\u9fff]{2}")  # a comment that says something
-_CODE: Final = re.compile(r"```[\s\S]*?(?:```|\Z)|~~~[\s\S]*?(?:~~~|\Z)|`[^`\n]+`")
+_WORDS: Final = Lazy(r"[A-Za-z\u3040-\u9fff]{2}")  # a comment that says something
+_CODE: Final = Lazy(r"```[\s\S]*?(?:```|\Z)|~~~[\s\S]*?(?:~~~|\Z)|`[^`\n]+`")
 IN_PROSE_ONLY: Final = frozenset({"hidden-comment"})  # code spans may show such syntax
 
 

@@ -17,26 +17,28 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-RULES: Final[dict[str, tuple[re.Pattern[str], ...]]] = {
-    "aws-access-key": (re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])"
+from filemem.rules.lazyre import Lazy
+
+RULES: Final[dict[str, tuple[Lazy, ...]]] = {
+    "aws-access-key": (Lazy(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])"
                                   r"[A-Z0-9]{16}(?![A-Z0-9])"),),
-    "github-token": (re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])"),
-                     re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{60,255}")),
-    "gitlab-token": (re.compile(r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat)-"
+    "github-token": (Lazy(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])"),
+                     Lazy(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{60,255}")),
+    "gitlab-token": (Lazy(r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat)-"
                                 r"[A-Za-z0-9_-]{20,}"),),
-    "slack-token": (re.compile(r"(?<![A-Za-z0-9])xox[abposre]-(?:\d+-)?[A-Za-z0-9-]{10,}"),
-                    re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
+    "slack-token": (Lazy(r"(?<![A-Za-z0-9])xox[abposre]-(?:\d+-)?[A-Za-z0-9-]{10,}"),
+                    Lazy(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
                                r"[A-Za-z0-9_/-]{20,}")),
-    "npm-token": (re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),),
-    "pypi-token": (re.compile(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}"),),
-    "openai-key": (re.compile(r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?"
+    "npm-token": (Lazy(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),),
+    "pypi-token": (Lazy(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}"),),
+    "openai-key": (Lazy(r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?"
                               r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])"
                               r"[A-Za-z0-9_-]{32,}"),),
-    "anthropic-key": (re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,}"),),
-    "private-key": (re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+    "anthropic-key": (Lazy(r"(?<![A-Za-z0-9_-])sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,}"),),
+    "private-key": (Lazy(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
                                r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|"
                                r"[\s\S]*\Z)"),),
-    "jwt": (re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
+    "jwt": (Lazy(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
                        r"[A-Za-z0-9_-]{10,}"),),
 }
 
@@ -62,21 +64,21 @@ def _triggered(rule: str, low: str) -> bool:
 
 
 # NAME = value, NAME: value, "name": "value", --name value; the name says it is a secret
-_ASSIGNED: Final = re.compile(
+_ASSIGNED: Final = Lazy(
     r"(?<![A-Za-z0-9])(?P<name>[A-Za-z0-9_.-]{0,40}?(?:api[_-]?key|access[_-]?key|secret[_-]?key|"
     r"private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|client[_-]?secret|"
     r"apikey|secret|token|password|passwd|passphrase|pwd|credentials?|(?<=[_.-])key|^key)"
     r")[\"']?\s*(?:=|:|=>|:=|\s(?=-))\s*[\"'`]?(?P<value>[^\s\"'`,;)}\]]{8,})",
     re.IGNORECASE | re.MULTILINE)
-_PLACEHOLDER: Final = re.compile(
+_PLACEHOLDER: Final = Lazy(
     r"^(?:<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\(.*|%[A-Za-z_]+%|\{\{.*\}\}|"
     r"(?:x+|\*+|\.+|#+|_+|-+)|.*(?:example|placeholder|changeme|your[_-]|redacted|dummy|"
     r"sample|xxxx|\*\*\*\*|not[_-]?set|todo).*|(?:os\.)?environ.*|process\.env.*|"
     r"getenv.*|env\(.*|secrets?\..*|vault:.*|op://.*|keychain.*|"
     r"(?:true|false|null|none|required|optional|string|str|bytes|int)\b.*)$", re.IGNORECASE)
-_HEX_ID: Final = re.compile(r"^(?:[0-9a-f]{7,12}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9A-F]{40}|"
+_HEX_ID: Final = Lazy(r"^(?:[0-9a-f]{7,12}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9A-F]{40}|"
                             r"[0-9A-F]{64})$")
-_UUID: Final = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+_UUID: Final = Lazy(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                           r"[0-9a-fA-F]{12}$")
 MIN_ENTROPY: Final = 3.0  # bits per character of an assigned value that counts as random
 MIN_LENGTH: Final = 8
