@@ -22,6 +22,7 @@ from typing import Any
 
 from filemem import errors, shown
 from filemem.approval import ApprovalRequest
+from filemem.config import Config
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
 from filemem.owner import handedits, history, imports, remotes, sync, watch
@@ -128,7 +129,9 @@ class Owner:
         """What the store's checks say about ``text`` for a person: the hidden-character
         warning line, then one line per finding (``filemem pending``, ``filemem log``)."""
         warning = shown.warning(text)
-        found = checks.scan(text, self.provider.config())
+        state = self._store.state()  # not checked: a store with a bad file still lists
+        cfg = self.provider.config(state) if state.config is not None else Config()
+        found = checks.scan(text, cfg)
         return ([warning] if warning else []) + checks.describe(found)
 
     def approve(self, pending_id: str) -> dict[str, Any]:
