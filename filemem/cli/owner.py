@@ -24,7 +24,7 @@ def _show(record: dict[str, Any], notes: list[str]) -> str:
             f"{p['track']}/{p['scope']}" + (f" [source:{p['source']}]" if p.get("source") else "")
             + f"  ({who})")
     body = "\n".join(f"    {line}" for line in block(str(p["text"]))
-                     + [f"    {visible(note)}" for note in notes])
+                     + [visible(note) for note in notes])
     return f"{visible(head)}\n{body}"
 
 
