@@ -14,12 +14,14 @@ and the new text; for a seed every entry).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from filemem import shown
 from filemem.config import Config
+from filemem.rules import findings as checks
+from filemem.rules.findings import Finding
 from filemem.types import Payload
 
 ALLOWED: Final = "allowed-once"
@@ -36,6 +38,7 @@ class ApprovalRequest:
     policy: str
     policy_key: str | None  # the writePolicies key that chose the policy, if any
     title: str = ""  # the operation's first line for a person: "Add a memory entry to ..."
+    findings: tuple[Finding, ...] = ()  # what the store's checks found (none blocking)
 
     @property
     def action(self) -> str:
@@ -90,7 +93,7 @@ def gate_name(gate: Any) -> str:
 
 def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], *,
            policy_source: str | None, call_gate: Gate | None,
-           provider_gate: Gate | None) -> Decision:
+           provider_gate: Gate | None, findings: Sequence[Finding] = ()) -> Decision:
     """Apply the policy (``source:`` overrides matched against ``policy_source``) and, under
     ``ask``, ask the transport: the call's own write gate first, else the provider's.
     Never raises."""
@@ -100,7 +103,8 @@ def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], 
         return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})", policy=policy)
     if policy == "off":
         return Decision("rejected", f"rejected (via approval, {which})", policy=policy)
-    request = ApprovalRequest(payload, reason(payload), write, policy, key, title)
+    request = ApprovalRequest(payload, reason(payload), write, policy, key, title,
+                              tuple(findings))
     if call_gate is not None:
         via, gate = f"via write gate, {which}", call_gate
         failed = via
@@ -123,7 +127,8 @@ def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], 
 def describe(request: ApprovalRequest) -> str:
     """The request as a person reads it in a prompt: everything that would be written, the
     text framed by :func:`filemem.shown.block` (control characters as visible escapes, every
-    line of it behind a bar, so it cannot imitate the lines around it)."""
+    line of it behind a bar, so it cannot imitate the lines around it), then a warning line
+    if it holds hidden characters and one line per finding of the store's checks."""
     p = request.payload
     action = p["action"]
     who = request.write.get("agent") if isinstance(request.write, dict) else None
@@ -139,4 +144,8 @@ def describe(request: ApprovalRequest) -> str:
                                                if request.policy_key else ""))
     lines.append("  " + shown.visible(", ".join(facts)))
     lines += shown.block(str(p["text"]))
+    warning = shown.warning(str(p["text"]))
+    if warning:
+        lines.append(warning)
+    lines += [shown.visible(line) for line in checks.describe(request.findings)]
     return "\n".join(lines)

@@ -183,8 +183,11 @@ class Bridge:
                 raise RuntimeError("the host closed the connection")
             self._waiting[rid] = waiter
         write = {k: v for k, v in request.write.items() if k != "gate"}
+        params: dict[str, Any] = {"payload": request.payload, "write": write}
+        if request.findings:  # what the store's checks found: show it with the text
+            params["findings"] = [dict(f) for f in request.findings]
         self.send({"jsonrpc": "2.0", "id": rid, "method": "approval/request",
-                   "params": {"payload": request.payload, "write": write}})
+                   "params": params})
         answer = waiter.get()
         if answer is None:
             raise RuntimeError("the host closed the connection before answering")

@@ -19,6 +19,34 @@ CONFIG_NAME: Final = "filemem.yaml"
 CONFIG_MAX_BYTES: Final = 256 * 1024
 STORE_SCHEMA: Final = 1  # the store layout version this code reads and writes
 POLICIES: Final = ("ask", "auto", "off")
+INVISIBLE_POLICIES: Final = ("warn", "refuse")
+LEVELS: Final = ("off", "warn", "block")
+# The named checks a text goes through before it is approved and before it reaches a model
+# (their patterns are in filemem.rules.injection and filemem.rules.secrets), with the level
+# each has unless filemem.yaml's ``checks.rules`` says otherwise: the blatant cases block,
+# the rest warn.
+CHECK_RULES: Final = {
+    # planted instructions (filemem.rules.injection)
+    "ignore-instructions": "block",
+    "pipe-to-shell": "block",
+    "exfiltration": "block",
+    "marker-imitation": "block",
+    "role-override": "warn",
+    "agent-config-edit": "warn",
+    "hidden-comment": "warn",
+    # secrets (filemem.rules.secrets)
+    "aws-access-key": "block",
+    "github-token": "block",
+    "gitlab-token": "block",
+    "slack-token": "block",
+    "npm-token": "block",
+    "pypi-token": "block",
+    "openai-key": "block",
+    "anthropic-key": "block",
+    "private-key": "block",
+    "jwt": "block",
+    "assigned-secret": "block",
+}
 LANGUAGES: Final = ("en", "zh")
 DEFAULT_BUDGETS: Final = {
     ("user", "user-global"): 2000,
@@ -39,6 +67,12 @@ class Config:
     write_policies: dict[str, str] = field(default_factory=dict)
     max_entries_per_query: int = 20
     language: str = "en"
+    invisible: str = "warn"  # checks.invisible: warn | refuse
+    rules: dict[str, str] = field(default_factory=lambda: dict(CHECK_RULES))
+
+    def level(self, rule: str) -> str:
+        """``off``, ``warn`` or ``block`` for a named check (:data:`CHECK_RULES`)."""
+        return self.rules.get(rule, CHECK_RULES[rule])
 
     def limit(self, track: str, scope: str) -> int:
         return self.budgets[(track, scope)]
@@ -116,6 +150,35 @@ def parse_policies(raw: Any) -> dict[str, str]:
     return out
 
 
+def parse_checks(raw: Any) -> tuple[str, dict[str, str]]:
+    """``checks: {invisible: warn|refuse, rules: {<rule>: off|warn|block}}``; what is not
+    given keeps its default."""
+    if not isinstance(raw, dict) or not set(raw) <= {"invisible", "rules"}:
+        raise errors.invalid_input(
+            "filemem config: checks must be a mapping with invisible (warn|refuse) and rules "
+            "(a mapping of rule name to off|warn|block)")
+    invisible = raw.get("invisible", "warn")
+    if invisible not in INVISIBLE_POLICIES:
+        raise errors.invalid_input(
+            f"filemem config: checks.invisible must be warn or refuse (got {js_json(invisible)})")
+    given = raw.get("rules") or {}
+    if not isinstance(given, dict):
+        raise errors.invalid_input("filemem config: checks.rules must be a mapping of rule "
+                                   "name to off|warn|block")
+    rules = dict(CHECK_RULES)
+    for name, level in given.items():
+        if name not in CHECK_RULES:
+            raise errors.invalid_input(
+                f"filemem config: checks.rules has no rule {js_json(name)} (the rules: "
+                f"{', '.join(CHECK_RULES)})")
+        if level not in LEVELS:
+            raise errors.invalid_input(
+                f"filemem config: checks.rules.{name} must be off, warn or block (got "
+                f"{js_json(level)})")
+        rules[name] = level
+    return str(invisible), rules
+
+
 def parse(raw: Any) -> Config:
     """Validate a loaded ``filemem.yaml`` mapping (INVALID_INPUT says what is wrong)."""
     if not isinstance(raw, dict):
@@ -131,6 +194,7 @@ def parse(raw: Any) -> Config:
         raise errors.invalid_input(
             f"filemem config: language must be 'en' or 'zh' (got {js_json(language)})"
         )
+    invisible, rules = parse_checks(raw.get("checks") or {})
     return Config(
         schema=int(schema),
         budgets=parse_budgets(raw.get("budgets", {})),
@@ -138,6 +202,8 @@ def parse(raw: Any) -> Config:
         write_policies=parse_policies(raw.get("writePolicies") or {}),
         max_entries_per_query=int(limit),
         language=str(language),
+        invisible=invisible,
+        rules=rules,
     )
 
 
@@ -190,4 +256,5 @@ def to_json(config: Config) -> dict[str, Any]:
         "writePolicies": dict(config.write_policies),
         "maxEntriesPerQuery": config.max_entries_per_query,
         "language": config.language,
+        "checks": {"invisible": config.invisible, "rules": dict(config.rules)},
     }

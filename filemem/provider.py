@@ -4,8 +4,10 @@ Every write follows one pipeline, whatever the operation (each is described once
 :mod:`filemem.ops`)::
 
     agent check -> validate -> resolve target(s) in the writer's visible set -> budget
-    pre-check -> approval (no lock held) -> store lock -> re-resolve, refuse unless it is the
-    approved target (same id and version) -> budget re-check -> one commit
+    pre-check -> the store's checks on the new texts (a blocking finding: INVALID_INPUT,
+    nobody asked; see :mod:`filemem.rules.findings`) -> approval (no lock held, the findings
+    shown) -> store lock -> re-resolve, refuse unless it is the approved target (same id and
+    version) -> budget re-check -> one commit
 
 A denied write leaves an ``<action>-denied`` row; a write that fails after approval leaves
 an ``<action>-failed`` row; both are commits that change no entry, so ``git log`` is the
@@ -25,6 +27,7 @@ from filemem.model import DEFAULT_SOURCE, Entry, now_ms, visible
 from filemem.ops import Core, Operation, Prepared, operation
 from filemem.ops.base import obj
 from filemem.rules import budgets, envelope, snapshot
+from filemem.rules import findings as checks
 from filemem.rules import query as query_mod
 from filemem.session import Writer, session_keys, write_context, writer_of
 from filemem.store.auditlog import row
@@ -142,6 +145,7 @@ class Provider:
 
         Under ``ask`` with nobody to ask, the write is staged as a pending approval."""
         payload = prep.payload
+        found = self._checked(prep)  # a blocking finding refuses before anyone is asked
         replay = _REPLAY.get()
         gate = self.gate
         if replay is not None:  # the owner approves a staged write: same targets, or refuse
@@ -155,7 +159,7 @@ class Provider:
             w = Writer(w.write, w.session_id, w.workspace_key, w.agent_key)  # no write gate
         decision = approval.decide(self.config(), payload, op.title(payload), w.write,
                                    policy_source=self._policy_source(payload),
-                                   call_gate=w.gate, provider_gate=gate)
+                                   call_gate=w.gate, provider_gate=gate, findings=found)
         if replay is not None and decision.allowed and \
                 approval.gate_name(replay.approver) not in decision.label:
             # allowed by the policy alone (writePolicy auto): the row still names the
@@ -189,6 +193,15 @@ class Provider:
                 raise
 
         return self.store.retrying(attempt)
+
+    def _checked(self, prep: Prepared) -> list[checks.Finding]:
+        """The store's checks over the texts the write would store: INVALID_INPUT
+        (``details.reason: checks``) for a blocking finding, else what to show the person."""
+        found = checks.scan_all(prep.texts, self.config())
+        refusal = checks.refused(found)
+        if refusal is not None:
+            raise refusal
+        return found
 
     def _stage(self, op: Operation, prep: Prepared, w: Writer, arg: Any,
                decision: Decision) -> str:
@@ -272,10 +285,11 @@ class Provider:
         op = operation(method)
         w = writer_of(write)
         prep = op.prepare(self._core, input, w)
+        found = self._checked(prep)
         policy, key = approval.resolve_policy(self.config(), prep.payload,
                                               self._policy_source(prep.payload))
         return ApprovalRequest(prep.payload, approval.reason(prep.payload), w.write, policy,
-                               key, op.title(prep.payload))
+                               key, op.title(prep.payload), tuple(found))
 
     # ------------------------------------------------------------ reads
 

@@ -10,19 +10,21 @@ from filemem.cli.app import main
 from filemem.cli.common import command, emit_json, json_option, one_line, open_owner, store_option
 from filemem.model import iso_ms
 from filemem.shown import block, json_text, visible
+from filemem.shown import warning as shown_warning
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
     from filemem.owner import Owner
 
 
-def _show(record: dict[str, Any]) -> str:
+def _show(record: dict[str, Any], notes: list[str]) -> str:
     p = record["payload"]
     session = (record.get("write") or {}).get("agent", {}).get("session") or {}
     who = f"session {session.get('id')}" if session.get("id") else "no session"
     head = (f"{record['id']}  {iso_ms(record['createdAt'])}  {p['action']} "
             f"{p['track']}/{p['scope']}" + (f" [source:{p['source']}]" if p.get("source") else "")
             + f"  ({who})")
-    body = "\n".join(f"    {line}" for line in block(str(p["text"])))
+    body = "\n".join(f"    {line}" for line in block(str(p["text"]))
+                     + [visible(note) for note in notes])
     return f"{visible(head)}\n{body}"
 
 
@@ -34,13 +36,14 @@ def pending_(store_path: str | None, as_json: bool) -> None:
     """List writes waiting for your approval, with everything they would write."""
     with open_owner(store_path) as owner:
         records = owner.pending()
+        notes = [owner.notes(str(r["payload"]["text"])) for r in records]
     if as_json:
         emit_json(records)
         return
     if not records:
         click.echo("No pending approvals.")
-    for r in records:
-        click.echo(_show(r))
+    for r, n in zip(records, notes, strict=True):
+        click.echo(_show(r, n))
 
 
 def _ids(owner: Owner, ids: tuple[str, ...], everything: bool) -> list[str]:
@@ -112,6 +115,8 @@ def _status_line(change: Any) -> str:
     line = f"  {mark} {visible(label)}{text}"
     if change.problem:
         line += f"\n      cannot adopt: {visible(change.problem)}"
+    elif change.kind != "invalid":
+        line += "".join(f"\n      {visible(note)}" for note in change.notes())
     return line
 
 
@@ -234,6 +239,8 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
         for c in changes:
             if not as_json:
                 click.echo(visible(owner.diff(c), keep_newlines=True), nl=False, err=True)
+                for note in c.notes():
+                    click.echo(f"  {visible(note)}", err=True)
         if bad:
             if as_json:
                 emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
@@ -310,6 +317,9 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
                            f"{version}{who}") + f"\n    {visible(it.get('outcome') or '')}")
         if it.get("text"):
             click.echo(f"    {one_line(it['text'], 96)}")
+            warning = shown_warning(it["text"])
+            if warning:
+                click.echo(f"    {warning}")
 
 
 @main.command()

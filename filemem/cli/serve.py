@@ -51,7 +51,10 @@ def bridge(budgets_json: str | None, approval: str, source: str | None,
 
     With --approval host, a write under the ask policy first sends the host a request of
     its own, {"jsonrpc": "2.0", "id": "filemem-approval-N", "method": "approval/request",
-    "params": {"payload": <everything the write would change>, "write": {...}}}. Answer it
+    "params": {"payload": <everything the write would change>, "write": {...}}} (and
+    "findings": [...] when the store's checks found hidden characters, planted instructions
+    or secrets at level warn; at level block the write fails with INVALID_INPUT,
+    details.reason "checks", before the host is asked). Answer it
     with the same id and {"result": {"outcome": "allowed-once"}} to let the write through;
     any other outcome refuses it (WRITE_DENIED), and an error answer or closing stdin stages
     it for the owner's `filemem pending`. When stdin closes, the bridge answers every

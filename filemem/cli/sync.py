@@ -185,6 +185,10 @@ def describe(result: SyncResult) -> list[str]:
     if result.over_budget:
         lines.append("Over budget now (nothing was cut; consolidate or remove entries):")
         lines += [f"  {usage_line(u)}" for u in result.over_budget]
+    notes = result.notes()
+    if notes:
+        lines.append("The store's checks found this in entries the sync brought in:")
+        lines += [f"  {visible(line)}" for line in notes]
     return lines
 
 

@@ -51,6 +51,7 @@ class Prepared:
     apply: Apply
     targets: list[Entry] = field(default_factory=list)
     match: str = ""
+    texts: tuple[str, ...] = ()  # the new texts it would store: what the checks scan
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         return {"removed": removed, "entry": core.protocol(entry),
                 "usage": core.usage(txn.state, track, scope)}
 
-    return Prepared(payload, apply, targets, ", ".join(matches))
+    return Prepared(payload, apply, targets, ", ".join(matches), texts=(text,))
 
 
 OP = Operation("consolidate", prepare, in_layer("Consolidate memory entries in"),

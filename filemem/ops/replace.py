@@ -79,7 +79,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         return {"previous": previous, "entry": core.protocol(new),
                 "usage": core.usage(txn.state, track, scope)}
 
-    return Prepared(payload, apply, [target], match)
+    return Prepared(payload, apply, [target], match, texts=(text,))
 
 
 OP = Operation("replace", prepare, in_layer("Replace a memory entry in"),

@@ -20,8 +20,9 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from filemem import errors
+from filemem import errors, shown
 from filemem.approval import ApprovalRequest
+from filemem.config import Config
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
 from filemem.owner import handedits, history, imports, redact, remotes, sync, watch
@@ -31,6 +32,7 @@ from filemem.owner.history import Report
 from filemem.owner.remotes import Progress, Remote, normalize_url
 from filemem.owner.sync import SyncResult
 from filemem.provider import Provider
+from filemem.rules import findings as checks
 from filemem.session import writer_of
 from filemem.store.auditlog import row
 from filemem.store.names import private_files
@@ -122,6 +124,15 @@ class Owner:
     def pending(self) -> list[Record]:
         """Every pending approval, oldest first, with its full payload."""
         return _pending(self.provider)
+
+    def notes(self, text: str) -> list[str]:
+        """What the store's checks say about ``text`` for a person: the hidden-character
+        warning line, then one line per finding (``filemem pending``, ``filemem log``)."""
+        warning = shown.warning(text)
+        state = self._store.state()  # not checked: a store with a bad file still lists
+        cfg = self.provider.config(state) if state.config is not None else Config()
+        found = checks.scan(text, cfg)
+        return ([warning] if warning else []) + checks.describe(found)
 
     def approve(self, pending_id: str) -> dict[str, Any]:
         """Run a pending write through the full pipeline again and commit it."""

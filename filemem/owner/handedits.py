@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from filemem import config as config_mod
-from filemem import errors
+from filemem import errors, shown
 from filemem.config import Config
 from filemem.files import codec, gitstate, worktree
 from filemem.files.codec import CodecError
@@ -42,6 +42,7 @@ from filemem.files.layout import (
 from filemem.jsstr import utf16_len
 from filemem.model import SCOPES, TRACKS, Entry, iso_ms, now_ms
 from filemem.ops.base import Changes, Replayed, RowRule
+from filemem.rules import findings as checks
 from filemem.store.auditlog import row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, private_files
@@ -67,6 +68,14 @@ class Change:
     target: str | None = None  # where the adopted entry's file goes (added: may differ)
     conflict: bool = False  # git left it unmerged, or it holds conflict markers
     at_head: errors.ProtocolError | None = None  # STORE_CORRUPT: the file is invalid at HEAD
+    findings: list[checks.Finding] = field(default_factory=list)  # the checks, on the text
+
+    def notes(self) -> list[str]:
+        """What the store's checks say about the text adopting would commit, for a person."""
+        if self.after is None:
+            return []
+        warning = shown.warning(self.after.text)
+        return ([warning] if warning else []) + checks.describe(self.findings)
 
     @property
     def is_entry(self) -> bool:
@@ -89,6 +98,8 @@ class Change:
             out["conflict"] = True
         if self.at_head is not None:
             out["invalidAtHead"] = self.at_head.to_dict()
+        if self.findings:
+            out["findings"] = [dict(f) for f in self.findings]
         return out
 
 
@@ -306,6 +317,7 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         if path == CONFIG_FILE:
             problem = "filemem.yaml cannot be deleted" if data is None else config_mod.problem(data)
         changes.append(Change(path, kind, problem=problem, data=data))
+    _check_texts(state.config or Config(), changes)
     if budget_check:
         _check_budgets(state, state.config or Config(), changes)
     _mark_git_work(store, index, changes)
@@ -329,6 +341,22 @@ def invalid(store: Store, changes: list[Change] | None = None) -> list[Change]:
         change.at_head = problem
         found.append(change)
     return found
+
+
+def _check_texts(cfg: Config, changes: list[Change]) -> None:
+    """The store's checks over each text adopting would commit, under HEAD's configuration (a
+    rule relaxed by the same edit counts once that is committed): a blocking finding (a
+    secret, a planted instruction, hidden characters under ``refuse``) is a problem, since a
+    file in the store's folder may have been written by anything, an agent included."""
+    for c in changes:
+        if c.after is None or c.problem is not None:
+            continue
+        c.findings = checks.scan(c.after.text, cfg)
+        block = checks.blocking(c.findings)
+        if block:
+            c.problem = (f"the store's checks block its text ({checks.summary(block)}); "
+                         "change the text, or relax the rule in filemem.yaml (checks) and "
+                         "commit that first")
 
 
 def check_budgets(store: Store, changes: list[Change]) -> None:

@@ -54,6 +54,7 @@ from typing import Any, Final
 
 from filemem import config as config_mod
 from filemem import errors
+from filemem.config import Config
 from filemem.errors import StoreReadOnly, SyncError
 from filemem.files import codec, worktree
 from filemem.files.codec import CodecError
@@ -77,6 +78,7 @@ from filemem.owner.remotes import (
     write_remote,
 )
 from filemem.rules import budgets
+from filemem.rules import findings as checks
 from filemem.store import redactstage
 from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
@@ -107,16 +109,34 @@ class SyncResult:
     over_budget: list[Usage] = field(default_factory=list)
     attempts: int = 0
     tracking_before: str | None = None  # the remote-tracking ref before the first fetch
+    # the store's checks on each entry the sync brought in or changed (those with findings)
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:
         return not self.steps
 
+    def notes(self) -> list[str]:
+        """For a person: what the checks found in the entries the sync brought in."""
+        lines = []
+        for item in self.findings:
+            block = checks.blocking(item["findings"])
+            held = (f" (withheld from snapshots: {checks.rule_of(block[0])}; read it with "
+                    f"`filemem log --entry {item['id']}`)") if block else ""
+            lines.append(f"entry {item['id']} in {item['track']}/{item['scope']}{held}:")
+            lines += [f"  {line}" for line in checks.describe(item["findings"])]
+            hidden = [f for f in item["findings"] if f["kind"] == checks.INVISIBLE]
+            if hidden:
+                lines.append(f"  {sum(f.get('count', 1) for f in hidden)} invisible or "
+                             "control characters (`filemem list` shows them as escapes)")
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         return {"remote": self.remote, "url": self.url, "upToDate": self.up_to_date,
                 "before": self.before, "after": self.after, "remoteBefore": self.remote_before,
                 "remoteAfter": self.remote_after, "steps": self.steps,
-                "overBudget": self.over_budget, "attempts": self.attempts}
+                "overBudget": self.over_budget, "attempts": self.attempts,
+                "findings": self.findings}
 
 
 # ---------------------------------------------------------------- the sync
@@ -144,6 +164,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
         assert head is not None
         result = SyncResult(remote.name, remote.url, before=head,
                             tracking_before=redactsync.tracking(store, remote))
+        known = {e.id: e.text for e in store.state().entries.values()}
         for attempt in range(1, attempts + 1):
             result.attempts = attempt
             # a redaction made here: push its history over the remote's old one, unfetched
@@ -178,7 +199,25 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
                             f"moving while syncing ({attempts} rounds); what was merged so far "
                             "is committed here. Run `filemem sync` again")
         result.over_budget = over_budget(store)
+        result.findings = arrived(store, known)
     return result
+
+
+def arrived(store: Store, known: dict[str, str]) -> list[dict[str, Any]]:
+    """The store's checks on every entry whose text is not in ``known`` (id to text before
+    the sync): ``{"id", "track", "scope", "findings"}`` for those with findings. An entry a
+    blocking rule matches stays in the store and is withheld from snapshots."""
+    state = store.state()
+    cfg = state.config or Config()
+    out: list[dict[str, Any]] = []
+    for e in state.ordered():
+        if known.get(e.id) == e.text:
+            continue
+        found = checks.scan(e.text, cfg)
+        if found:
+            out.append({"id": e.id, "track": e.track, "scope": e.scope,
+                        "findings": [dict(f) for f in found]})
+    return out
 
 
 def over_budget(store: Store) -> list[Usage]:

@@ -1,7 +1,11 @@
 """The frozen snapshot: the memory a session sees at its start, rendered once.
 
 One section per non-empty layer in the fixed order, entries by (createdAt, id), texts as
-they are. The heading shows the same used/limit numbers that budget enforcement uses.
+they are, except an entry a blocking check matches (:mod:`filemem.rules.findings`: it came
+in by a hand edit, a sync or an import, or was stored before the rule blocked): the model
+gets :func:`~filemem.rules.findings.withheld`, a line naming the entry and the rule, in its
+place; the entry stays in the store for the owner. The heading shows the same used/limit
+numbers that budget enforcement uses.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any, Final
 from filemem import errors
 from filemem.config import Config
 from filemem.model import LAYERS, Entry
+from filemem.rules import findings
 
 # The first line names filemem and how the reader changes memory: the tools of the surface
 # that serves the snapshot (the MCP server passes its write tools: ``memory_add``, ...), or,
@@ -96,6 +101,12 @@ EMPTY: Final = {
 }
 
 
+def _text(entry: Entry, config: Config) -> str:
+    """The entry's text as the model gets it: as it is, or the withheld marker."""
+    block = findings.blocking(findings.scan(entry.text, config))
+    return findings.withheld(entry.id, findings.rule_of(block[0])) if block else entry.text
+
+
 def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: Config,
            language: str | None = None, tools: tuple[str, ...] | None = None, *,
            say_empty: bool = False) -> str:
@@ -113,7 +124,7 @@ def render(entries: Iterable[Entry], usage: dict[tuple[str, str], int], config: 
         if not group:
             continue
         head = f"## {TITLES[lang][layer]} \u2014 {usage[layer]}/{config.limit(*layer)} {USED[lang]}"
-        sections.append(head + "\n" + "\n".join(f"- {e.text}" for e in group))
+        sections.append(head + "\n" + "\n".join(f"- {_text(e, config)}" for e in group))
     if not sections:
         return EMPTY[lang] if say_empty else ""
     return "\n\n".join([header(lang, tools), *sections])
