@@ -56,24 +56,7 @@ def commits_newest_first(store: Store) -> Iterator[CommitInfo]:
 
 def commits_oldest_first(store: Store) -> list[CommitInfo]:
     """Every commit reachable from HEAD, parents before children (topological order)."""
-    head = store.git.head()
-    if head is None:
-        return []
-    order: list[CommitInfo] = []
-    done: set[str] = set()
-    stack: list[tuple[str, bool]] = [(head, False)]
-    while stack:
-        sha, expanded = stack.pop()
-        if sha in done:
-            continue
-        info = store.git.commit(sha)
-        if expanded:
-            done.add(sha)
-            order.append(info)
-            continue
-        stack.append((sha, True))
-        stack.extend((p, False) for p in reversed(info.parents) if p not in done)
-    return order
+    return verifycheck.commits_since(store, None) or []
 
 
 # ---------------------------------------------------------------- log

@@ -84,23 +84,24 @@ def forget(store: Store) -> None:
         os.unlink(_path(store))
 
 
-def commits_since(store: Store, base: str) -> list[CommitInfo] | None:
-    """The commits reachable from HEAD but not through ``base``, parents before children;
-    None unless each of them descends from ``base`` alone (its parents are among them or
-    ``base`` itself): a line of history that forked before ``base`` and was merged in
-    since must be replayed from its fork, which only a full replay has."""
+def commits_since(store: Store, base: str | None) -> list[CommitInfo] | None:
+    """The commits reachable from HEAD but not through ``base`` (every one, if ``base`` is
+    None), parents before children. With a ``base``: None unless each of them descends from
+    ``base`` alone (its parents are among them or ``base`` itself): a line of history that
+    forked before ``base`` and was merged in since must be replayed from its fork, which
+    only a full replay has."""
     head = store.git.head()
     if head is None:
-        return None
+        return None if base is not None else []
     order: list[CommitInfo] = []
-    done: set[str] = {base}
+    done: set[str] = set() if base is None else {base}
     stack: list[tuple[str, bool]] = [(head, False)]
     while stack:
         sha, expanded = stack.pop()
         if sha in done:
             continue
         info = store.git.commit(sha)
-        if not info.parents:
+        if base is not None and not info.parents:
             return None  # reached a first commit without passing through base
         if expanded:
             done.add(sha)
