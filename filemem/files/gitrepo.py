@@ -251,6 +251,12 @@ class GitRepo:
         """(kind, content) of an object, loose or packed; dulwich (imported only then) reads
         what :mod:`.objread` cannot. A missing or unreadable object is
         :class:`RepositoryDamaged` (``kind``: what it should be, for the message)."""
+        # the packs already mapped first (most objects of a long history are packed: a
+        # failed open of a loose path for each costs more), then the loose file, then any
+        # pack that appeared since
+        packed = self.packs.get(sha, rescan=False)
+        if packed is not None:
+            return packed
         found = objread.loose(self.git_dir, sha)
         if isinstance(found, tuple):
             return found

@@ -242,15 +242,17 @@ class Packs:
         self._lock = threading.Lock()
         self._listed = False
 
-    def get(self, sha: str) -> tuple[bytes, bytes] | None:
+    def get(self, sha: str, rescan: bool = True) -> tuple[bytes, bytes] | None:
+        """The packed object ``sha``; after a miss, the folder is scanned again for new
+        packs unless ``rescan`` is False (a caller that looks at the loose file next)."""
         try:
             binsha = bytes.fromhex(sha)
         except ValueError:
             return None
         if len(binsha) != 20:
             return None
-        for rescan in (not self._listed, True):
-            if rescan and not self._rescan():
+        for scan in (not self._listed, True) if rescan else (not self._listed,):
+            if scan and not self._rescan():
                 continue
             for pack in list(self._packs.values()):
                 if pack is None:
