@@ -25,10 +25,8 @@ UG = {"track": "user", "scope": "user-global"}
 SECRET = "ghp_R3dactMe0123456789abcdefXYZ"
 
 
-def traces(store: Path, needle: str) -> list[str]:
-    """Every place the needle is still found: git's views of all history, every object in
-    the object store, and every file under the store's folder (working tree, .git,
-    .filemem) as raw bytes."""
+def history_traces(store: Path, needle: str) -> list[str]:
+    """The needle in anything the repository's refs reach (a store or a bare remote)."""
     found = []
     if needle in git(store, "log", "-p", "--all"):
         found.append("git log -p --all")
@@ -37,6 +35,14 @@ def traces(store: Path, needle: str) -> list[str]:
                           capture_output=True, text=True)
     if grep.stdout:
         found.append("git grep over every revision")
+    return found
+
+
+def traces(store: Path, needle: str) -> list[str]:
+    """Every place the needle is still found: git's views of all history, every object in
+    the object store, and every file under the store's folder (working tree, .git,
+    .filemem) as raw bytes."""
+    found = history_traces(store, needle)
     objects = subprocess.run(["git", "-C", str(store), "cat-file", "--batch-all-objects",
                               "--batch"], capture_output=True, check=True).stdout
     if needle.encode() in objects:

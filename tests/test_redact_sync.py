@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,23 +17,11 @@ import filemem
 from filemem.errors import SyncError
 from filemem.owner import redact, sync
 from tests.conftest import Machines, ctx, git, head, run_cli
+from tests.test_redact import history_traces as remote_traces
 from tests.test_redact import traces, verify_ok
 
 UG = {"track": "user", "scope": "user-global"}
 SECRET = "sk-ant-api03-R3dactThisKey0123456789"
-
-
-def remote_traces(remote: Path, needle: str) -> list[str]:
-    """The needle in anything the bare remote's refs reach."""
-    found = []
-    if needle in git(remote, "log", "-p", "--all"):
-        found.append("git log -p --all")
-    revs = git(remote, "rev-list", "--all").split()
-    grep = subprocess.run(["git", "-C", str(remote), "grep", "-F", needle, *revs],
-                          capture_output=True, text=True)
-    if grep.stdout:
-        found.append("git grep")
-    return found
 
 
 def fill(p: filemem.Provider, n: int, start: int = 0) -> None:
