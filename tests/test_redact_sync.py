@@ -177,3 +177,21 @@ def test_a_sync_merge_in_the_history_is_rewritten_and_verifies(machines: Machine
     assert out.steps[0]["kind"] == "take-redacted"
     assert traces(m.a_path, SECRET) == []
     verify_ok(m.a_path)
+
+
+def test_the_cli_says_what_a_sync_did_with_a_redacted_history(machines: Machines) -> None:
+    m = machines
+    m.a.add({**UG, "text": f"deploy key {SECRET}"}, ctx())
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)
+    done = run_cli("redact", "--text", SECRET, "--yes", store=m.a_path)
+    assert done.returncode == 0, done.stderr
+    pushed = run_cli("sync", store=m.a_path)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "Pushed the redacted history to origin in place of its old one" in pushed.stdout
+    took = run_cli("sync", store=m.b_path)
+    assert took.returncode == 0, took.stderr
+    assert "Took the redacted history of origin/main" in took.stdout
+    assert "run the same `filemem redact` here" in took.stdout
+    assert SECRET not in pushed.stdout + pushed.stderr + took.stdout + took.stderr
+    assert head(m.b_path) == head(m.a_path) == head(m.remote)

@@ -182,6 +182,16 @@ def describe(result: SyncResult) -> list[str]:
             span = f"{step['from'][:12]}..{step['to'][:12]}" if step["from"] \
                 else f"new branch main at {step['to'][:12]}"
             lines.append(f"Pushed {_commits(step['commits'])} to {result.remote} ({span}).")
+        elif step["kind"] == "push-redacted":
+            lines.append(f"Pushed the redacted history to {result.remote} in place of its old "
+                         f"one ({(step['from'] or 'none')[:12]} -> {step['to'][:12]}), only "
+                         "because it still held that old value: nothing it received meanwhile "
+                         "was overwritten.")
+        elif step["kind"] == "take-redacted":
+            lines.append(f"Took the redacted history of {where} ({step['to'][:12]}; entries: "
+                         f"{_counts(step['entries'])}); the old history's objects are pruned "
+                         "here. This machine's own ledger and pending approvals may still "
+                         "hold the text: run the same `filemem redact` here for those.")
     if result.over_budget:
         lines.append("Over budget now (nothing was cut; consolidate or remove entries):")
         lines += [f"  {usage_line(u)}" for u in result.over_budget]
