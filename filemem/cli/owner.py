@@ -431,6 +431,9 @@ def watch(store_path: str | None, as_json: bool) -> None:
                 watcher.stop()
     except KeyboardInterrupt:
         pass
+    except RuntimeError as exc:  # the signal came while a class was being created
+        if not isinstance(exc.__cause__, KeyboardInterrupt):
+            raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

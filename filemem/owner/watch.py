@@ -41,6 +41,12 @@ class Watcher:
     """Calls ``emit`` with one event dict per thing that changed, from a worker thread."""
 
     def __init__(self, store: Store, emit: Callable[[Event], None]) -> None:
+        # watchdog is imported here, before a caller says it is watching and a person may
+        # interrupt: a KeyboardInterrupt raised while an import creates its classes comes
+        # out as a RuntimeError
+        from watchdog.observers import Observer
+
+        self._observer_class: Any = Observer
         self.store = store
         self.emit = emit
         self.stopped = threading.Event()  # set by stop(), or if the worker ends
@@ -131,9 +137,7 @@ class Watcher:
         self._observer.schedule(self._handler, folder, recursive=recursive)
 
     def start(self) -> None:
-        from watchdog.observers import Observer
-
-        self._observer = Observer()
+        self._observer = self._observer_class()
         self._schedule(self.store.root, recursive=False)  # the store's own files, new folders
         git_dir = self.store.git.git_dir
         self._schedule(git_dir, recursive=False)  # HEAD, packed-refs
