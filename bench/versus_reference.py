@@ -45,14 +45,13 @@ from typing import IO, Any
 
 import filemem
 
+# the stores' shape (layers, workspaces, agents, entries) is bench.py's
+from bench import BIG
+from bench import ctx as write_ctx
+from bench import entry as new_entry
+
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "reference_workload.mjs"
-BIG = {"user": {"userGlobal": 10**9, "workspace": 10**9},
-       "agent": {"userGlobal": 10**9, "workspace": 10**9}}
-LAYERS = [("user", "user-global"), ("user", "workspace"), ("agent", "user-global"),
-          ("agent", "workspace")]
-WORKSPACES = [f"/home/dev/code/project-{i}" for i in range(8)]
-AGENTS = [None, "coder", "reviewer", "planner"]
 OPS = ["add", "replace", "remove", "query", "seed", "auditList"]
 LABELS = {"add": "add", "replace": "replace", "remove": "remove", "query": "query",
           "seed": "seed of 1,000 (one commit)", "auditList": "auditList(100)"}
@@ -62,22 +61,6 @@ GET_REFERENCE = ("get it with: git clone https://github.com/PerryLink/dsh-mement
 
 
 # ------------------------------------------------------------------ the workload
-
-
-def write_ctx(i: int) -> dict[str, Any]:
-    """The session that writes entry i: its workspace (cwd) and agent preset."""
-    return filemem.write_context(session_id=f"bench-{i % 7}",
-                                 cwd=WORKSPACES[(i // 16) % len(WORKSPACES)],
-                                 agent=AGENTS[(i // 4) % len(AGENTS)])
-
-
-def new_entry(i: int, tag: str) -> dict[str, Any]:
-    """Entry i, in the workspace and agent folder of the session ``write_ctx(i)``."""
-    track, scope = LAYERS[i % 4]
-    return {"track": track, "scope": scope, "workspaceKey": WORKSPACES[(i // 16) % 8],
-            "agentKey": AGENTS[(i // 4) % len(AGENTS)] or "",
-            "text": f"{tag} {i:06d}: the build uses make; tests run with pytest -q; "
-                    f"deploys go through the staging cluster first (note {i})"}
 
 
 def write_of(i: int, tag: str) -> dict[str, Any]:
