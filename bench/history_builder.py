@@ -73,14 +73,14 @@ def _stream(store: Store, n: int, ref: str, tag: str) -> Iterator[bytes]:
         yield b"".join(out)
 
 
-def extend(root: str, n: int, tag: str = "r") -> None:
-    """Add ``n`` replace commits to the store at ``root`` (its last commit a real replace),
-    then check out the new HEAD into its working tree and index."""
-    store = Store(root)
+def _fast_import(source: str, target: str, n: int, tag: str) -> str | None:
+    """Stream ``n`` replace commits continuing ``source``'s HEAD into ``target``'s branch
+    with ``git fast-import``; returns ``source``'s HEAD before them."""
+    store = Store(source)
     try:
         ref = store.git.head_ref()
         old = store.git.head()
-        proc = subprocess.Popen(["git", "-C", root, "fast-import", "--quiet", "--done"],
+        proc = subprocess.Popen(["git", "-C", target, "fast-import", "--quiet", "--done"],
                                 stdin=subprocess.PIPE)
         assert proc.stdin is not None
         for chunk in _stream(store, n, ref, tag):
@@ -91,6 +91,13 @@ def extend(root: str, n: int, tag: str = "r") -> None:
             raise SystemExit("git fast-import failed")
     finally:
         store.close()
+    return old
+
+
+def extend(root: str, n: int, tag: str = "r") -> None:
+    """Add ``n`` replace commits to the store at ``root`` (its last commit a real replace),
+    then check out the new HEAD into its working tree and index."""
+    old = _fast_import(root, root, n, tag)
     assert old is not None
     _git(root, "read-tree", "-m", "-u", old, "HEAD")
     private(os.path.join(root, ".git"))
@@ -99,20 +106,7 @@ def extend(root: str, n: int, tag: str = "r") -> None:
 def extend_bare(source: str, bare: str, n: int, tag: str) -> None:
     """Put ``n`` more replace commits, continuing ``source``'s HEAD, on ``bare``'s branch
     (the commits another machine would have pushed)."""
-    store = Store(source)
-    try:
-        ref = store.git.head_ref()
-        proc = subprocess.Popen(["git", "-C", bare, "fast-import", "--quiet", "--done"],
-                                stdin=subprocess.PIPE)
-        assert proc.stdin is not None
-        for chunk in _stream(store, n, ref, tag):
-            proc.stdin.write(chunk)
-        proc.stdin.write(b"done\n")
-        proc.stdin.close()
-        if proc.wait() != 0:
-            raise SystemExit("git fast-import failed")
-    finally:
-        store.close()
+    _fast_import(source, bare, n, tag)
 
 
 def private(git_dir: str) -> None:
