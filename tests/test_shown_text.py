@@ -164,10 +164,13 @@ def test_plain_text_looks_as_before_in_the_prompt(store: Path) -> None:
 # ---------------------------------------------------------------- the MCP approval message
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-def test_mcp_approval_message_shows_escapes_inside_a_frame(store: Path, mode: str) -> None:
+def declined_adds(store: Path, mode: str, texts: list[str]) -> tuple[list[str], list[Any]]:
+    """``memory_add`` of each text through the real `filemem mcp` and the Python MCP SDK
+    client (in ``mode``), a person declining every question: (the elicitation messages the
+    person was shown, the tool results)."""
     (store.parent / "proj").mkdir()
     messages: list[str] = []
+    results: list[Any] = []
 
     async def person(context: Any, params: t.ElicitRequestParams) -> t.ElicitResult:
         messages.append(params.message)
@@ -179,10 +182,17 @@ def test_mcp_approval_message_shows_escapes_inside_a_frame(store: Path, mode: st
                                        cwd=str(store.parent / "proj"))
         async with Client(params, mode=mode, elicitation_callback=person,
                           read_timeout_seconds=60) as c:
-            for text in (HOSTILE, FRAME):
-                await c.call_tool("memory_add", {"text": text, "scope": "user-global"})
+            for text in texts:
+                results.append(await c.call_tool("memory_add", {"text": text,
+                                                                "scope": "user-global"}))
 
     anyio.run(scenario)
+    return messages, results
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_mcp_approval_message_shows_escapes_inside_a_frame(store: Path, mode: str) -> None:
+    messages, _ = declined_adds(store, mode, [HOSTILE, FRAME])
     assert len(messages) == 2
     for message, text in zip(messages, (HOSTILE, FRAME), strict=True):
         clean(message)
