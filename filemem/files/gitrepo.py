@@ -18,7 +18,7 @@ import struct
 import time
 import weakref
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -110,6 +110,24 @@ class PendingObjects:
         sha = object_sha(kind, raw)
         self.items.setdefault(sha, (kind, raw))
         return sha
+
+
+def newest_first(head: str, time_and_parents: Callable[[str], tuple[int, Sequence[str]]]
+                 ) -> Iterator[str]:
+    """The commits reachable from ``head``, newest first by commit time (equal times in sha
+    order), whatever tells each commit's time and parents: git's objects, or an index of
+    them."""
+    heap = [(-time_and_parents(head)[0], head)]
+    seen: set[str] = set()
+    while heap:
+        _, sha = heapq.heappop(heap)
+        if sha in seen:
+            continue
+        seen.add(sha)
+        yield sha
+        for parent in time_and_parents(sha)[1]:
+            if parent not in seen:
+                heapq.heappush(heap, (-time_and_parents(parent)[0], parent))
 
 
 class GitRepo:
@@ -322,18 +340,12 @@ class GitRepo:
     def newest_first(self, head: str) -> Iterator[CommitInfo]:
         """Every commit reachable from ``head``, newest first by commit time (the history
         walk of ``auditList``, ``filemem log`` and the like)."""
-        heap = [(-self.commit(head).time, head)]
-        seen: set[str] = set()
-        while heap:
-            _, sha = heapq.heappop(heap)
-            if sha in seen:
-                continue
-            seen.add(sha)
+        def time_and_parents(sha: str) -> tuple[int, Sequence[str]]:
             info = self.commit(sha)
-            yield info
-            for parent in info.parents:
-                if parent not in seen:
-                    heapq.heappush(heap, (-self.commit(parent).time, parent))
+            return info.time, info.parents
+
+        for sha in newest_first(head, time_and_parents):
+            yield self.commit(sha)
 
     def subtree(self, tree_sha: str, path: str) -> str | None:
         """The tree at ``path`` (``a/b``) under ``tree_sha``, or None."""

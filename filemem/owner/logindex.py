@@ -13,13 +13,12 @@ git, rows and all: what ``log --entry`` shows is always git's. Like every cache 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import os
 import re
 from collections.abc import Iterator
 from typing import Final
 
-from filemem.files import atomic
+from filemem.files import atomic, gitrepo
 from filemem.store.core import Store
 
 HEADER: Final = b"filemem-log-index 1\n"
@@ -94,17 +93,7 @@ def commits_by_entry(store: Store) -> Known:
 
 
 def newest_first(known: Known, head: str) -> Iterator[str]:
-    """The commits reachable from ``head``, newest first by commit time: the order of
+    """The commits reachable from ``head`` in the order of
     :meth:`filemem.files.gitrepo.GitRepo.newest_first`, walked on the index (KeyError if
     it lacks one of them)."""
-    heap = [(-known[head][0], head)]
-    seen: set[str] = set()
-    while heap:
-        _, sha = heapq.heappop(heap)
-        if sha in seen:
-            continue
-        seen.add(sha)
-        yield sha
-        for parent in known[sha][1]:
-            if parent not in seen:
-                heapq.heappush(heap, (-known[parent][0], parent))
+    return gitrepo.newest_first(head, lambda sha: known[sha][:2])
