@@ -63,6 +63,16 @@ def assert_clean_repo(path: str | os.PathLike[str]) -> None:
     git(path, "fsck", "--strict")
 
 
+def write_in_flight(store: str | os.PathLike[str]) -> bool:
+    """Whether a write's journal is left: the journal file, or the write-ahead log's last
+    record not settled (a write killed between its log record and its working tree)."""
+    from filemem.files import wal
+
+    meta = os.path.join(store, ".filemem")
+    return os.path.lexists(os.path.join(meta, "journal.json")) or \
+        wal.Wal.at(meta).unsettled() is not None
+
+
 def run_cli(*args: str, store: str | os.PathLike[str] | None = None, input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `filemem` command in a subprocess."""

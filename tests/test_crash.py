@@ -22,7 +22,7 @@ import pytest
 import filemem
 from filemem.files.layout import key_dir
 from filemem.files.worktree import TMP_SUFFIX
-from tests.conftest import BIG, ctx, git
+from tests.conftest import BIG, ctx, git, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
 ROUNDS = 18
@@ -183,7 +183,7 @@ class Planted:
 def assert_repaired(store: Path, planted: Planted) -> filemem.Provider:
     """Open the store (which repairs it) and check everything a person would check."""
     p = filemem.open_store(store, budgets=BIG)
-    assert not (store / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store)
     git(store, "fsck", "--strict")
     assert git(store, "status", "--porcelain") == f" M {planted.rel}\n"
     assert planted.path.read_bytes() == planted.data
@@ -267,7 +267,7 @@ def test_kill_after_the_ref_moved_mid_seed(planted: Planted, store_path: Path) -
     # the commit is the commit point: it stands, with all five entries
     assert git(store_path, "rev-parse", "HEAD~1").strip() == before
     assert len(head_entry_files(store_path)) == 6
-    assert (store_path / ".filemem" / "journal.json").exists()
+    assert write_in_flight(store_path)
     assert git(store_path, "status", "--porcelain").count("\n") > 1  # half mirrored
     p = assert_repaired(store_path, planted)
     assert sorted(e["text"] for e in p.list_entries())[-5:] == [f"seeded {i}" for i in range(5)]

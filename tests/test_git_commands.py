@@ -21,7 +21,7 @@ import pytest
 
 import filemem
 from filemem.owner import Owner, clone
-from tests.conftest import GIT, run_cli
+from tests.conftest import GIT, run_cli, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
 UG_ARGS = ["--track", "user", "--scope", "user-global"]
@@ -458,7 +458,7 @@ def test_a_merge_begun_while_the_person_decides_is_never_committed_on(
                   filemem.write_context(session_id="s", cwd="/w"))
         assert caught.value.details["operation"] == "merge"
     assert head(s) == before  # the commit primitive refused under the branch's lock
-    assert not (s / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(s)
     assert "A line from the readme branch" in g(s, "diff", "--cached").stdout  # git's merge
     g(s, "merge", "--abort")
 

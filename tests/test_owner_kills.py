@@ -23,7 +23,7 @@ import pytest
 
 import filemem
 from filemem.owner import Owner
-from tests.conftest import ctx, git
+from tests.conftest import ctx, git, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
 AW = {"track": "agent", "scope": "workspace"}
@@ -71,7 +71,7 @@ def rows_naming(p: filemem.Provider, pid: str) -> list[dict[str, Any]]:
 
 def assert_sound(store: Path) -> None:
     git(store, "fsck", "--strict")
-    assert not (store / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store)
     done = subprocess.run(cli("verify", "--store", str(store)), capture_output=True,
                           text=True, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -375,9 +375,9 @@ def test_adopt_killed_before_its_commit_leaves_every_hand_edit(ask_store: Path) 
     out = subprocess.run([sys.executable, "-c", SWAP_KILL, str(ask_store), "adopt"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 9, out.stderr
-    assert (ask_store / ".filemem" / "journal.json").exists()  # killed mid-write
+    assert write_in_flight(ask_store)  # killed mid-write
     assert judge_hand_edits(ask_store, before, edits, "adopt") == "before"
-    assert not (ask_store / ".filemem" / "journal.json").exists()  # repaired by the open
+    assert not write_in_flight(ask_store)  # repaired by the open
     assert_sound(ask_store)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import filemem
-from tests.conftest import ctx, git, head
+from tests.conftest import ctx, git, head, write_in_flight
 from tests.test_owner_kills import run_and_kill, settle
 from tests.test_redact import traces, verify_ok
 
@@ -96,7 +96,7 @@ def check_outcome(store: Path, before: dict[str, Any]) -> str:
         pass
     git(store, "fsck", "--strict")
     assert git(store, "status", "--porcelain") == ""
-    assert not (store / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store)
     assert not (store / ".filemem" / "redaction").exists()
     verify_ok(store)
     if head(store) == before["head"]:

@@ -15,7 +15,7 @@ import pytest
 
 import filemem
 from filemem.files.layout import key_dir
-from tests.conftest import assert_clean_repo, ctx, git
+from tests.conftest import assert_clean_repo, ctx, git, write_in_flight
 
 MakeProvider = Callable[..., filemem.Provider]
 UG = {"track": "user", "scope": "user-global"}
@@ -295,7 +295,7 @@ def _assert_invalid_and_nothing_written(p: filemem.Provider, store_path: Path,
     assert "surrogate" in info.value.message
     assert head(store_path) == before
     assert [e["text"] for e in p.list_entries()] == ["existing entry"]
-    assert not (store_path / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store_path)
     assert_clean_repo(store_path)
 
 
@@ -402,7 +402,7 @@ def test_stale_git_index_lock_refuses_the_write(provider: filemem.Provider,
     with pytest.raises(TimeoutError, match=r"index\.lock.*nothing was written"):
         provider.add({**UG, "text": "during the stale lock"}, ctx())
     assert git(store_path, "rev-parse", "HEAD") == head
-    assert not (store_path / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store_path)
     filemem.open_store(store_path).close()  # an open does not take git's lock away either
     assert lock.read_bytes() == b"git's"
     assert [e["text"] for e in provider.list_entries()] == ["before the crash"]

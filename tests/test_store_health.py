@@ -49,6 +49,20 @@ def _bridge(store: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- 12: a damaged repository
 
 
+def _loosen(store: Path) -> None:
+    """Every object as a loose file (as git itself leaves a young repository), so that one
+    can be damaged alone: each pack moved out and unpacked with git."""
+    pack_dir = store / ".git" / "objects" / "pack"
+    for pack in sorted(pack_dir.glob("*.pack")):
+        moved = store.parent / pack.name
+        pack.rename(moved)
+        pack.with_suffix(".idx").unlink()
+        with moved.open("rb") as f:
+            subprocess.run(["git", "-C", str(store), "unpack-objects", "-q"], stdin=f,
+                           check=True)
+        moved.unlink()
+
+
 def _damage(store: Path, kind: str) -> tuple[str, str | None]:
     """Damage the store as a disk or a person might; (object sha, store path it holds)."""
     head = git(store, "rev-parse", "HEAD").strip()
@@ -64,8 +78,9 @@ def _damage(store: Path, kind: str) -> tuple[str, str | None]:
                     if "user-global" in ln)
         meta, path = line.split("\t")
         sha = meta.split()[2]
+    _loosen(store)
     obj = store / ".git" / "objects" / sha[:2] / sha[2:]
-    assert obj.exists()  # filemem wrote it loose (no repack happened)
+    assert obj.exists()
     obj.chmod(0o600)
     if kind == "garbage":
         obj.write_bytes(b"this is not a git object\n")

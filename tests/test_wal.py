@@ -1,7 +1,7 @@
 """The write-ahead log: one fdatasync per write, and nothing lost across a restart.
 
-A power cut is simulated the way it can hurt: the files written without fsync (loose
-objects, the branch's ref, the journal) lose their content or their last change, the
+A power cut is simulated the way it can hurt: the files written without fsync (each
+write's pack, the branch's ref, the journal) lose their content or their last change, the
 machine's boot id changes, and the store is opened again. Everything a write that
 returned made must be there, `git fsck` and `git status` clean. A kill during the replay
 and a torn tail of the log are covered too, and so is a system without a boot id (every
@@ -21,7 +21,7 @@ import pytest
 
 import filemem
 from filemem.files import wal
-from tests.conftest import BIG, assert_clean_repo, ctx, git
+from tests.conftest import BIG, assert_clean_repo, ctx, git, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
 WS = {"track": "agent", "scope": "workspace"}
@@ -68,9 +68,11 @@ def ref_path(store: Path) -> Path:
 
 
 def logged_objects(store: Path) -> list[Path]:
+    """The files holding the logged writes' objects: each write's pack and its index."""
     records = wal.Wal.at(str(store / ".filemem")).records()
-    return [store / ".git" / "objects" / sha[:2] / sha[2:]
-            for r in records for sha, _k, _raw in r.objects]
+    assert all(r.packs for r in records)
+    return [store / ".git" / "objects" / "pack" / f"{name}{ext}"
+            for r in records for name in r.packs for ext in (".pack", ".idx")]
 
 
 def test_a_write_fsyncs_one_file_once(store_path: Path,
@@ -132,7 +134,7 @@ def test_a_power_cut_loses_nothing_a_write_returned(store_path: Path, boot: Any,
     p = open_store(store_path)
     assert texts(p) == want
     assert git(store_path, "rev-parse", "HEAD").strip() == after
-    assert not (store_path / ".filemem" / "journal.json").exists()
+    assert not write_in_flight(store_path)
     assert wal.Wal.at(str(store_path / ".filemem")).records() == []
     p.add({**UG, "text": "after the restart"}, ctx())
     p.close()
@@ -266,3 +268,39 @@ def test_a_failed_append_leaves_no_torn_record(store_path: Path,
     assert log.size() == size
     assert texts(p) == ["one"]
     p.close()
+
+
+def test_the_log_record_is_the_journal_until_settled(store_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A logged write writes no journal file: its record stands for one. A write whose
+    working tree could not be updated leaves the record unsettled and the next write
+    repairs the tree from it; a write whose branch moved under it settles its record."""
+    from filemem.files import worktree
+    from filemem.store import transaction
+
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    assert log.unsettled() is None and not write_in_flight(store_path)
+    real_write = worktree.write
+
+    def broken_disk(*args: Any, **kwargs: Any) -> os.stat_result:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(worktree, "write", broken_disk)
+    p.add({**UG, "text": "two"}, ctx())  # the commit stands; the working tree is behind
+    monkeypatch.setattr(worktree, "write", real_write)
+    assert log.unsettled() is not None and write_in_flight(store_path)
+    assert not (store_path / ".filemem" / "journal.json").exists()
+    assert git(store_path, "status", "--porcelain") != ""
+    p.add({**UG, "text": "three"}, ctx())
+    assert log.unsettled() is None
+    assert texts(p) == ["one", "three", "two"]
+    assert_clean_repo(store_path)
+
+    monkeypatch.setattr(transaction.Transaction, "_swap", lambda self, *a, **k: False)
+    with pytest.raises(filemem.FilememError):
+        p.add({**UG, "text": "never"}, ctx())  # the branch "moved" at every attempt
+    assert log.unsettled() is None and not write_in_flight(store_path)
+    p.close()
+    assert_clean_repo(store_path)

@@ -2,8 +2,8 @@
 
 It knows nothing about memory entries. Writes splice only the changed paths into the
 parent's trees (dulwich's porcelain rebuilds every tree: O(entries) per commit) and move the
-branch with a compare-and-swap. Loose objects are written here, fsynced before the ref moves;
-a batch of many objects goes into one pack instead. Reading goes through dulwich's object
+branch with a compare-and-swap. A write's new objects go in as one small pack
+(:mod:`.packwrite`) before the ref moves. Reading goes through dulwich's object
 store, which finds loose and packed objects, including packs other processes just wrote;
 the common cases are read without it (:mod:`.objread`).
 """
@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import heapq
 import os
-import struct
 import time
 import weakref
 import zlib
@@ -22,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from filemem.files import atomic, gitstate, modes, objread
+from filemem.files import atomic, gitstate, modes, objread, packwrite
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 from filemem.files.objread import Packs
 
@@ -34,9 +33,6 @@ FILE_MODE: Final = 0o100644
 TREE_MODE: Final = 0o40000
 BRANCH: Final = "main"
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
-_TYPE_NUM: Final = {v: k for k, v in _TYPES.items()}
-_PACK_THRESHOLD: Final = 64  # more new objects than this go into one pack file
-Loose = tuple[str, bytes, bytes]  # an object written loose: sha, kind, raw content
 _TREE_CACHE_MAX: Final = 20_000
 # the modes git writes in a tree (fsck: any other, or zero-padded, is bad)
 _MODES: Final = {b"100644": FILE_MODE, b"100755": 0o100755, b"120000": 0o120000,
@@ -445,86 +441,18 @@ class GitRepo:
         raw = ("\n".join(lines) + "\n" + message).encode("utf-8")
         return pending.add(b"commit", raw)
 
-    def write(self, pending: PendingObjects, durable: bool = True) -> list[Loose]:
-        """Put the objects into the object store before any ref names them: many in a pack,
-        always fsynced; else loose, fsynced if ``durable``. Returns what was written loose."""
-        items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()
-                 if not self._has_loose(sha)]
-        if len(items) > _PACK_THRESHOLD:
-            self._write_pack(items)
-            return []
-        return self._write_loose(items, durable)
-
-    def _has_loose(self, sha: str) -> bool:
-        return os.path.exists(os.path.join(self.git_dir, "objects", sha[:2], sha[2:]))
-
-    def _write_loose(self, items: list[Loose], durable: bool) -> list[Loose]:
-        """Write every object to a temp file, then fsync them all (``durable``: else the
-        write-ahead log has them), then rename them into place: the first fsync commits the
-        file system's journal for all, where one by one each would wait for a commit."""
-        files = []
-        for sha, kind, raw in items:
-            folder = os.path.join(self.git_dir, "objects", sha[:2])
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            files.append((os.path.join(folder, sha[2:]),
-                          zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1)))
-        # folders not fsynced (nor by git): the ref's fsync, after, commits the renames on a
-        # journaling file system. Temp files are "tmp_obj_*" for clear_stale_locks.
-        atomic.replace_many(files, durable=durable, sync_dirs=False, mode=0o400,
-                            prefix="tmp_obj_")
-        return items
-
-    def _write_pack(self, items: list[tuple[str, bytes, bytes]]) -> None:
-        """One pack (v2, undeltified) plus its index (v2), both fsynced; git and dulwich
-        read it like any other. dulwich's own pack writer re-reads the pack to index it,
-        which costs ~10x more for a 1,000-entry seed."""
-        body = [struct.pack(">4sLL", b"PACK", 2, len(items))]
-        offset = 12
-        index: list[tuple[bytes, int, int]] = []
-        for sha, kind, raw in items:
-            size = len(raw)
-            byte = (_TYPE_NUM[kind] << 4) | (size & 0x0F)
-            size >>= 4
-            header = bytearray()
-            while size:
-                header.append(byte | 0x80)
-                byte = size & 0x7F
-                size >>= 7
-            header.append(byte)
-            chunk = bytes(header) + zlib.compress(raw, 1)
-            index.append((bytes.fromhex(sha), zlib.crc32(chunk), offset))
-            body.append(chunk)
-            offset += len(chunk)
-        pack = b"".join(body)
-        pack_sha = hashlib.sha1(pack).digest()
-        pack += pack_sha
-        index.sort()
-        fanout = [0] * 256
-        for binsha, _, _ in index:
-            fanout[binsha[0]] += 1
-        total = 0
-        for i in range(256):
-            total += fanout[i]
-            fanout[i] = total
-        if offset >= 1 << 31:
-            raise GitError("a batch this large does not fit one pack; split it")
-        idx = b"".join([
-            b"\377tOc", struct.pack(">L", 2), struct.pack(">256L", *fanout),
-            b"".join(s for s, _, _ in index),
-            b"".join(struct.pack(">L", c) for _, c, _ in index),
-            b"".join(struct.pack(">L", o) for _, _, o in index),
-            pack_sha,
-        ])
-        idx += hashlib.sha1(idx).digest()
-        folder = os.path.join(self.git_dir, "objects", "pack")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        name = f"pack-{pack_sha.hex()}"
-        # both written and fsynced before either is renamed; the .pack first, as git and
-        # dulwich only use a pack once its .idx exists; a failed .idx rename takes the new
-        # .pack away again (undo). Temp files are "tmp_*" for clear_stale_locks.
-        base = os.path.join(folder, name)
-        atomic.replace_many([(base + ".pack", pack), (base + ".idx", idx)], durable=True,
-                            sync_dirs=False, mode=0o400, prefix="tmp_", undo=True)
+    def write(self, pending: PendingObjects, durable: bool = True) -> str | None:
+        """Put the objects into the object store, as one pack (:mod:`.packwrite`), before
+        any ref names them; fsynced if ``durable`` (else the write-ahead log holds them).
+        Returns the pack's name (None: nothing to write)."""
+        items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()]
+        if not items:
+            return None
+        name = packwrite.write(self.git_dir, items, durable)
+        for sha, kind, raw in items:  # the next write numbers its rows from this commit:
+            if kind == b"commit":     # no lookup through the packs for it
+                _remember(self._commits, sha, _parse_commit(sha, raw))
+        return name
 
     def clear_temp_packs(self) -> None:
         """Remove what a write killed making a pack left (``tmp_pack-*.tmp``; hold the lock)."""

@@ -25,6 +25,7 @@ import os
 import threading
 import zlib
 from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Final
 
 _KINDS: Final = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -233,6 +234,32 @@ def _apply_delta(base: bytes, delta: bytes) -> bytes:
     return bytes(out)
 
 
+def pack_entries(base: str) -> Iterator[tuple[str, bytes | None, tuple[bytes, bytes]]]:
+    """Every object of one pack (``base``: its path without ``.pack``/``.idx``): (sha, the
+    entry's bytes as stored, checked against the index's CRC, when it is a whole object,
+    else None; its (kind, content)). ValueError if an entry is damaged."""
+    pack = _Pack(base)
+    try:
+        crcs = _SHAS + 20 * pack.count
+        entries = sorted((pack.offset(pack.shas[i]) or 0, i) for i in range(pack.count))
+        ends = [off for off, _i in entries[1:]] + [len(pack.data) - 20]
+        for (off, i), end in zip(entries, ends, strict=True):
+            binsha = pack.shas[i]
+            code, _size, _pos = pack._header(off)
+            kind, raw = pack.read(off)
+            chunk: bytes | None = None
+            if code in _KINDS:
+                chunk = pack.data[off:end]
+                want = int.from_bytes(pack.idx[crcs + 4 * i:crcs + 4 * i + 4], "big")
+                if zlib.crc32(chunk) != want:
+                    raise ValueError(f"object {binsha.hex()} in {base} is damaged")
+            if hashlib.sha1(b"%s %d\0" % (kind, len(raw)) + raw).digest() != binsha:
+                raise ValueError(f"object {binsha.hex()} in {base} is damaged")
+            yield binsha.hex(), chunk, (kind, raw)
+    finally:
+        pack.close()
+
+
 class Packs:
     """The repository's packs; :meth:`get` is a packed object, or None (ask dulwich)."""
 
@@ -254,8 +281,8 @@ class Packs:
         for scan in (not self._listed, True) if rescan else (not self._listed,):
             if scan and not self._rescan():
                 continue
-            for pack in list(self._packs.values()):
-                if pack is None:
+            for pack in list(self._packs.values())[::-1]:  # the newest first: where
+                if pack is None:                            # a write's objects are
                     continue
                 try:
                     off = pack.offset(binsha)
@@ -278,6 +305,11 @@ class Packs:
                 names = {n[:-4] for n in os.listdir(self.dir) if n.endswith(".idx")}
             except OSError:
                 return False
+            for gone in [n for n in self._packs if n not in names]:
+                pack = self._packs.pop(gone)  # merged or repacked away: its objects are
+                if pack is not None:           # in a pack listed now (or in none needed)
+                    with contextlib.suppress(BufferError):
+                        pack.close()
             new = names - self._packs.keys()
             for name in new:
                 try:

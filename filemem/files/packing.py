@@ -2,7 +2,9 @@
 filemem packs under its store lock, where no write of its own is half done).
 
 The write path calls :func:`due` every so many commits; it samples a few of the 256
-loose-object folders, so the check costs a few ``listdir`` calls whatever the history.
+loose-object folders and counts the packs (each write adds a small one, which
+:mod:`.packwrite` rolls together in-process; what those merges leave piles up slowly), so
+the check costs a few ``listdir`` calls whatever the history.
 :func:`pack` then runs ``git repack --geometric=2 -d``: the loose objects go into one new
 pack, and packs are rolled together only as far as needed to keep each at least twice the
 size of the next smaller one. So a store keeps O(log n) packs, most repacks touch only the
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from filemem.files.gitrepo import GitRepo
 
 WHEN_LOOSE: Final = 6000  # estimated loose objects that make a repack due
+WHEN_PACKS: Final = 48  # packs that make a repack due (writes add small ones: packwrite)
 SAMPLE: Final = ("00", "3f", "7e", "bd")  # 4 of the 256 folders: 1/64 of the objects
 GEOMETRIC_FACTOR: Final = 2
 DULWICH_MAX_PACKS: Final = 16
@@ -51,7 +54,7 @@ def loose_estimate(git_dir: str) -> int:
 
 
 def due(git_dir: str) -> bool:
-    return loose_estimate(git_dir) >= WHEN_LOOSE
+    return loose_estimate(git_dir) >= WHEN_LOOSE or pack_count(git_dir) >= WHEN_PACKS
 
 
 def pack_count(git_dir: str) -> int:

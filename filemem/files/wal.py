@@ -2,7 +2,7 @@
 
 A write appends one record to ``.filemem/wal`` (its new objects, the branch move from old
 to new commit, and the paths it changes) and fdatasyncs that one file, which already
-exists: no folder fsync. The loose objects, the branch's ref, the journal, the working
+exists: no folder fsync. The write's pack, the branch's ref, the journal, the working
 tree and git's index are then written without fsync, so a write costs about one disk
 flush instead of ten.
 
@@ -11,10 +11,11 @@ loses nothing the kernel already has, so only a power cut or a kernel crash can 
 unsynced files, and either one restarts the machine. The log's header names the boot it
 was started in (``/proc/sys/kernel/random/boot_id``); a log from another boot is replayed
 before the store is read (see ``filemem.store.recovery.replay_wal``): its objects are
-written again, durably, the branch is moved on along its records, and the working tree is
-repaired from each record. In the same boot the log is only ever checkpointed: the file
-system synced (or its loose objects and the ref fsynced), then the log emptied, when it
-grows past :data:`CHECKPOINT_BYTES` and before loose objects are packed.
+written again, durably (loose; the records' packs, which may be torn, are deleted), the
+branch is moved on along its records, and the working tree is repaired from each record.
+In the same boot the log is only ever checkpointed: the file system synced (or the
+records' packs and the ref fsynced), then the log emptied, when it grows past
+:data:`CHECKPOINT_BYTES` and before ``git repack`` runs.
 
 Where no boot id can be read (not Linux), :func:`boot_id` is None and writes fsync every
 file as before (``Wal.enabled`` is False).
@@ -45,6 +46,7 @@ CHECKPOINT_BYTES: Final = 16 << 20  # ~1,500 writes at 1,000 entries
 _RECORD: Final = struct.Struct(">II")  # payload length, crc32 of the payload
 _END: Final = struct.Struct(">I4s")  # the record's whole length, END: a JSON payload's
 END: Final = b"WEND"                 # torn tail never looks like one (its first byte is 0)
+SETTLED: Final = b"settled"  # the payload of the mark that the record before it is done
 BOOT_ID_FILE: Final = "/proc/sys/kernel/random/boot_id"
 
 
@@ -73,17 +75,15 @@ class WalRecord:
     objects: list[tuple[str, bytes, bytes]] = field(default_factory=list)
     paths: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     adopted: dict[str, str] = field(default_factory=dict)
+    packs: list[str] = field(default_factory=list)  # the pack(s) holding the objects
 
     def encode(self) -> bytes:
         doc = {"old": self.old, "new": self.new,
                "objects": [[sha, kind.decode(), base64.b64encode(raw).decode()]
                            for sha, kind, raw in self.objects],
                "paths": {p: list(v) for p, v in self.paths.items()},
-               "adopted": self.adopted}
-        payload = json.dumps(doc, separators=(",", ":")).encode()
-        whole = _RECORD.size + len(payload) + _END.size
-        return _RECORD.pack(len(payload), zlib.crc32(payload)) + payload + _END.pack(whole,
-                                                                                    END)
+               "adopted": self.adopted, "packs": self.packs}
+        return _frame(json.dumps(doc, separators=(",", ":")).encode())
 
     @classmethod
     def decode(cls, payload: bytes) -> WalRecord:
@@ -92,7 +92,8 @@ class WalRecord:
                    [(sha, kind.encode(), base64.b64decode(raw))
                     for sha, kind, raw in doc["objects"]],
                    {p: (v[0], v[1]) for p, v in doc["paths"].items()},
-                   dict(doc.get("adopted") or {}))
+                   dict(doc.get("adopted") or {}),
+                   [str(n) for n in doc.get("packs") or []])
 
 
 @dataclass
@@ -158,17 +159,55 @@ class Wal:
         finally:
             os.close(fd)
 
+    def settle(self) -> None:
+        """Mark the last record done: its write's working tree and index are in step, or
+        its branch never moved. Not fsynced: a restart replays every record anyway. The
+        record is the write's journal until then (:meth:`unsettled`)."""
+        fd = atomic.open_nofollow(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            atomic.write_all(fd, _frame(SETTLED))
+        finally:
+            os.close(fd)
+
+    def unsettled(self) -> WalRecord | None:
+        """The last record if no :meth:`settle` mark follows it: a write killed (or whose
+        working tree could not be updated) after it was logged, for recovery to finish or
+        undo as from a journal. Reads only the log's tail."""
+        try:
+            fd = atomic.open_nofollow(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size <= HEADER_SIZE:
+                return None
+            if not _ends_whole(fd, size):  # a cut append: the write it began never moved
+                records, settled = self._parse()[0::2]
+                return records[-1] if records and not settled else None
+            whole, _mark = _END.unpack(os.pread(fd, _END.size, size - _END.size))
+            frame = os.pread(fd, whole, size - whole)
+        finally:
+            os.close(fd)
+        length, crc = _RECORD.unpack_from(frame)
+        payload = frame[_RECORD.size:_RECORD.size + length]
+        if len(payload) != length or zlib.crc32(payload) != crc or payload == SETTLED:
+            return None
+        try:
+            return WalRecord.decode(payload)
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
     def records(self) -> list[WalRecord]:
         """The whole records, in order; a torn or damaged tail (a cut append) is dropped."""
         return self._parse()[0]
 
-    def _parse(self) -> tuple[list[WalRecord], int]:
-        """(the whole records, where the last one ends)."""
+    def _parse(self) -> tuple[list[WalRecord], int, bool]:
+        """(the whole records, where the last one ends, whether a settle mark follows it)."""
         try:
             data = atomic.read_nofollow(self.path)
         except FileNotFoundError:
-            return [], 0
-        out, at = [], HEADER_SIZE
+            return [], 0, True
+        out, at, settled = [], HEADER_SIZE, True
         while at + _RECORD.size <= len(data):
             length, crc = _RECORD.unpack_from(data, at)
             start = at + _RECORD.size
@@ -177,12 +216,16 @@ class Wal:
                     data[start + length:start + length + _END.size] != _END.pack(
                         _RECORD.size + length + _END.size, END):
                 break
-            try:
-                out.append(WalRecord.decode(payload))
-            except (ValueError, KeyError, TypeError, IndexError):
-                break
+            if payload == SETTLED:
+                settled = True
+            else:
+                try:
+                    out.append(WalRecord.decode(payload))
+                except (ValueError, KeyError, TypeError, IndexError):
+                    break
+                settled = False
             at = start + length + _END.size
-        return out, min(at, len(data))
+        return out, min(at, len(data)), settled
 
     def reset(self) -> None:
         """An empty log for this boot, durably (only once what it covered is durable)."""
@@ -191,18 +234,24 @@ class Wal:
     def checkpoint(self, git: GitRepo) -> None:
         """Make what the records cover durable, then empty the log: one ``syncfs`` of the
         file system holding ``.git`` (the kernel writes back every dirty file at once),
-        else an fsync of each of their loose objects and of the ref (a loose object
-        packed meanwhile is skipped: packs are written fsynced)."""
+        else an fsync of each of their packs and of the ref (a pack merged meanwhile is
+        skipped: merged packs are written fsynced)."""
         if self.size() <= HEADER_SIZE:
             return
         if not (syncfs(git.git_dir) and syncfs(os.path.dirname(self.path))):
-            shas = {sha for r in self.records() for sha, _k, _raw in r.objects}
-            objects = os.path.join(git.git_dir, "objects")
-            sync_files(os.path.join(objects, s[:2], s[2:]) for s in sorted(shas))
+            packs = os.path.join(git.git_dir, "objects", "pack")
+            sync_files(os.path.join(packs, name + ext) for r in self.records()
+                       for name in r.packs for ext in (".pack", ".idx"))
+            atomic.fsync_dir(packs)
             ref_path = os.path.join(git.git_dir, *git.head_ref().split("/"))
             sync_files([ref_path])
             atomic.fsync_dir(os.path.dirname(ref_path))
         self.reset()
+
+
+def _frame(payload: bytes) -> bytes:
+    whole = _RECORD.size + len(payload) + _END.size
+    return _RECORD.pack(len(payload), zlib.crc32(payload)) + payload + _END.pack(whole, END)
 
 
 def _ends_whole(fd: int, size: int) -> bool:

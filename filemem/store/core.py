@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, gitstate, packing, wal, worktree
+from filemem.files import atomic, codec, gitstate, packing, packwrite, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -56,6 +56,7 @@ from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
 
 _PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
+_MERGE_CHECK_EVERY: Final = 16  # commits between checks for small packs to merge
 LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
@@ -487,7 +488,8 @@ class Store:
                     "store (replace it with a real folder)")
         lock = os.path.join(self.git.git_dir, "index.lock")
         deadline = time.monotonic() + wait
-        while os.path.exists(lock) and not self.journal.exists():
+        while os.path.exists(lock) and not (self.journal.exists()
+                                            or self.wal.unsettled() is not None):
             if time.monotonic() > deadline:
                 raise errors.StoreBusy(
                     f"the store is busy: {lock} exists, so a git command is using this "
@@ -583,6 +585,10 @@ class Store:
         """Pack loose objects now and then (nothing else does on this write path;
         :mod:`filemem.files.packing` says when and how)."""
         self._commits_since_pack_check += 1
+        if self._commits_since_pack_check % _MERGE_CHECK_EVERY == 0 \
+                and packwrite.merge_due(self.git.git_dir):
+            packwrite.merge_small(self.git.git_dir)
+            self.git.close()  # readers map the pack list again
         if self._commits_since_pack_check < _PACK_CHECK_EVERY:
             return
         self._commits_since_pack_check = 0

@@ -9,10 +9,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from filemem.files import atomic, wal, worktree
+from filemem.files import atomic, packwrite, wal, worktree
 from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
+from filemem.files.worktree import JournalRecord
 from filemem.store import redactstage
 from filemem.store.logs import log
 from filemem.store.names import private_files
@@ -32,8 +33,9 @@ def _json_row(line: str) -> dict[str, Any]:
 
 
 def unfinished(store: Store) -> bool:
-    """A killed write's journal, or a write-ahead log from before a restart."""
-    return store.journal.exists() or store.wal.stale()
+    """A killed write's journal (a file, or the write-ahead log's unsettled last record),
+    or a write-ahead log from before a restart."""
+    return store.journal.exists() or store.wal.stale() or store.wal.unsettled() is not None
 
 
 def recover(store: Store) -> list[str]:
@@ -43,7 +45,17 @@ def recover(store: Store) -> list[str]:
     commits no more), before its journal goes."""
     if store.wal.stale():
         return replay_wal(store)
-    return _recover_journal(store)
+    repaired = _recover_journal(store)
+    with store.refusing_links():
+        last = store.wal.unsettled()
+    if last is not None:
+        repaired += _recover_from(store, _journal_of(last), store.wal.path)
+        store.wal.settle()
+    return repaired
+
+
+def _journal_of(r: wal.WalRecord) -> JournalRecord:
+    return JournalRecord(r.paths, r.new, r.adopted, r.old)
 
 
 def replay_wal(store: Store) -> list[str]:
@@ -56,6 +68,10 @@ def replay_wal(store: Store) -> list[str]:
     git = store.git
     with store.refusing_links():
         records = store.wal.records()
+    # a record's pack was not fsynced and may be torn: its objects are written again
+    # loose, durably, and the pack goes (packwrite.merge_small rolls them up later)
+    git.close()
+    packwrite.remove(git.git_dir, [name for r in records for name in r.packs])
     wal.rewrite_objects(git.git_dir, {sha: (kind, raw) for r in records
                                       for sha, kind, raw in r.objects})
     git.clear_stale_locks()
@@ -77,8 +93,7 @@ def replay_wal(store: Store) -> list[str]:
             ref.commit()
     repaired = _recover_journal(store)
     for r in records:
-        store.journal.begin(r.old, r.new, r.paths, r.adopted)
-        repaired += _recover_journal(store)
+        repaired += _recover_from(store, _journal_of(r), store.wal.path)
     store.wal.reset()
     return repaired
 
@@ -88,11 +103,19 @@ def _recover_journal(store: Store) -> list[str]:
         record = store.journal.read_all()
     if record is None:
         return []
+    repaired = _recover_from(store, record, store.journal.path)
+    store.journal.clear()
+    return repaired
+
+
+def _recover_from(store: Store, record: JournalRecord, written: str) -> list[str]:
+    """Finish or undo the write ``record`` describes (``written``: the file it was
+    written to, the journal or the log: an index.lock newer than it is that write's)."""
     paths = trusted(store, record.old_head, record.new_head, record.paths)
     store.git.clear_stale_locks()
     lock = os.path.join(store.git.git_dir, "index.lock")
     with contextlib.suppress(FileNotFoundError):
-        if os.stat(lock).st_mtime_ns >= os.stat(store.journal.path).st_mtime_ns:
+        if os.stat(lock).st_mtime_ns >= os.stat(written).st_mtime_ns:
             os.unlink(lock)  # ours: taken after the journal was written
     head = store.git.head()
     if record.old_head is not None and record.old_head != record.new_head \
@@ -126,7 +149,6 @@ def _recover_journal(store: Store) -> list[str]:
         store._write_index(index)
     if os.path.isdir(redactstage.stage_dir(store)):
         redactstage.recover(store)
-    store.journal.clear()
     return repaired
 
 

@@ -104,22 +104,35 @@ class Transaction:
         commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
                                  pending)
         # one fdatasync, of the write-ahead log, makes the write durable where it is on
-        # (wal.py); elsewhere every object, the journal and the ref are fsynced
+        # (wal.py), and its record is the write's journal until settled; elsewhere the
+        # pack, the journal and the ref are fsynced
         logged = store.wal.enabled
-        loose = git.write(pending, durable=not logged)
+        pack = git.write(pending, durable=not logged)
         paths = {p: (head_blobs[p], blobs.get(p)) for p in changes}
         adopted = {p: b for p, b in allow_dirty.items() if p in changes}
-        wal_size = store.wal.append(WalRecord(st.head, commit, loose, paths, {
-            p: b for p, b in adopted.items() if b is not None})) if logged else 0
-        if changes:
-            store.journal.begin(st.head, commit, paths, adopted=adopted, durable=not logged)
-        with self._index_locked(bool(changes)) as lock:
-            if not self._swap(commit, subject, durable=not logged):
-                raise HeadMoved(f"the branch moved while writing {subject!r}")
-            # from here on the write has happened; the rest mirrors it into the working tree
-            self._mirror(commit, changes, blobs,
-                         {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
-                         lock)
+        wal_size = 0
+        if logged:
+            wal_size = store.wal.append(WalRecord(
+                st.head, commit, [(sha, k, raw) for sha, (k, raw) in pending.items.items()],
+                paths, {p: b for p, b in adopted.items() if b is not None},
+                [pack] if pack else []))
+        elif changes:
+            store.journal.begin(st.head, commit, paths, adopted=adopted)
+        moved = mirrored = False
+        try:
+            with self._index_locked(bool(changes)) as lock:
+                if not self._swap(commit, subject, durable=not logged):
+                    raise HeadMoved(f"the branch moved while writing {subject!r}")
+                moved = True
+                # from here on the write has happened; the rest mirrors it into the working
+                # tree (if that fails, the record stays unsettled: the next write repairs)
+                mirrored = self._mirror(
+                    commit, changes, blobs,
+                    {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
+                    lock)
+        finally:  # settled once mirrored, or once sure the branch never moved
+            if logged and (mirrored or (not moved and self._branch_not_at(commit))):
+                store.wal.settle()
         if wal_size > CHECKPOINT_BYTES:
             store.wal.checkpoint(git)
         if evolve_with is not None:
@@ -156,6 +169,12 @@ class Transaction:
             self._mirror(target, changes, blobs,
                          {p for p, old in head_blobs.items() if old is None}, lock)
         self.state = store.state()
+
+    def _branch_not_at(self, commit: str) -> bool:
+        try:
+            return self.store.git.head() != commit
+        except Exception:  # unreadable: recovery decides, from the unsettled record
+            return False
 
     @contextlib.contextmanager
     def _index_locked(self, needed: bool) -> Iterator[LockFile | None]:
@@ -199,13 +218,13 @@ class Transaction:
         return not moved
 
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
-                new: set[str], lock: LockFile | None = None) -> None:
+                new: set[str], lock: LockFile | None = None) -> bool:
         """Put the files a commit changed into the working tree and the index, then clear
         the journal. ``new``: paths created exclusively (nothing may be there yet). If this
-        fails the commit stands and the journal stays: the next transaction (or open)
-        puts the working tree in step with HEAD."""
+        fails (False) the commit stands and the journal stays: the next transaction (or
+        open) puts the working tree in step with HEAD."""
         if not changes:
-            return
+            return True
         store = self.store
         try:
             index = store.index()
@@ -219,9 +238,11 @@ class Transaction:
                 index.set(path, blobs[path], st)
             store._write_index(index, lock)
             store.journal.clear()
+            return True
         except (OSError, TimeoutError) as exc:
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
+            return False
 
 
 def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, os.stat_result]:
