@@ -6,9 +6,10 @@ timer wrapped around each part of the write path, and prints each part's median 
 
 - ``prepare``: checks the input, finds the entry (replace/remove), checks the budget;
 - ``trees``: the changed entry file encoded, its blob and the trees up to the root hashed;
-- ``objects``: the new loose objects compressed and written (not fsynced);
+- ``objects``: the new objects compressed and written as one small pack (not fsynced);
 - ``wal``: the write-ahead log record appended and fdatasynced (the one disk flush);
-- ``journal``: the journal written (not fsynced);
+- ``settle``: the log record marked done once the working tree is in step (the record
+  is the write's journal until then; not fsynced);
 - ``ref``: the branch's compare-and-swap (lock file, rename, reflog; not fsynced);
 - ``mirror``: the working-tree file and git's index written;
 - ``after``: the view of HEAD moved on, the view cache and the pack check;
@@ -38,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import versus_reference as vr
 
-from filemem.files import gitrepo, wal, worktree
+from filemem.files import gitrepo, wal
 from filemem.ops import OPERATIONS
 from filemem.store import core, transaction
 
-PARTS = ["prepare", "trees", "objects", "wal", "journal", "ref", "mirror", "after"]
+PARTS = ["prepare", "trees", "objects", "wal", "ref", "mirror", "settle", "after"]
 spent: dict[str, float] = defaultdict(float)
 
 
@@ -64,7 +65,7 @@ def instrument() -> None:
     gitrepo.GitRepo.splice = timing("trees", gitrepo.GitRepo.splice)  # type: ignore[method-assign]
     gitrepo.GitRepo.write = timing("objects", gitrepo.GitRepo.write)  # type: ignore[method-assign]
     wal.Wal.append = timing("wal", wal.Wal.append)  # type: ignore[method-assign]
-    worktree.Journal.begin = timing("journal", worktree.Journal.begin)  # type: ignore[method-assign]
+    wal.Wal.settle = timing("settle", wal.Wal.settle)  # type: ignore[method-assign]
     transaction.Transaction._swap = timing("ref", transaction.Transaction._swap)  # type: ignore[method-assign]
     transaction.Transaction._mirror = timing("mirror", transaction.Transaction._mirror)  # type: ignore[method-assign]
     core.Store.committed = timing("after", core.Store.committed)  # type: ignore[method-assign]

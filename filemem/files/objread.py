@@ -234,10 +234,11 @@ def _apply_delta(base: bytes, delta: bytes) -> bytes:
     return bytes(out)
 
 
-def pack_entries(base: str) -> Iterator[tuple[str, bytes | None, tuple[bytes, bytes]]]:
+def pack_entries(base: str) -> Iterator[tuple[str, bytes | None, tuple[bytes, bytes] | None]]:
     """Every object of one pack (``base``: its path without ``.pack``/``.idx``): (sha, the
-    entry's bytes as stored, checked against the index's CRC, when it is a whole object,
-    else None; its (kind, content)). ValueError if an entry is damaged."""
+    entry's bytes as stored, checked against the index's CRC, None) for a whole object;
+    (sha, None, its (kind, content), checked against its sha) for a delta. ValueError if
+    an entry is damaged."""
     pack = _Pack(base)
     try:
         crcs = _SHAS + 20 * pack.count
@@ -245,17 +246,17 @@ def pack_entries(base: str) -> Iterator[tuple[str, bytes | None, tuple[bytes, by
         ends = [off for off, _i in entries[1:]] + [len(pack.data) - 20]
         for (off, i), end in zip(entries, ends, strict=True):
             binsha = pack.shas[i]
-            code, _size, _pos = pack._header(off)
-            kind, raw = pack.read(off)
-            chunk: bytes | None = None
-            if code in _KINDS:
+            if pack._header(off)[0] in _KINDS:
                 chunk = pack.data[off:end]
                 want = int.from_bytes(pack.idx[crcs + 4 * i:crcs + 4 * i + 4], "big")
                 if zlib.crc32(chunk) != want:
                     raise ValueError(f"object {binsha.hex()} in {base} is damaged")
+                yield binsha.hex(), chunk, None
+                continue
+            kind, raw = pack.read(off)
             if hashlib.sha1(b"%s %d\0" % (kind, len(raw)) + raw).digest() != binsha:
                 raise ValueError(f"object {binsha.hex()} in {base} is damaged")
-            yield binsha.hex(), chunk, (kind, raw)
+            yield binsha.hex(), None, (kind, raw)
     finally:
         pack.close()
 

@@ -138,8 +138,8 @@ def merge_small(git_dir: str) -> int:
     folder = os.path.join(git_dir, "objects", "pack")
     entries: dict[bytes, bytes] = {}
     for name in names:  # whole objects copied as stored (no inflate, no deflate)
-        for sha, stored, (kind, raw) in objread.pack_entries(os.path.join(folder, name)):
-            entries[bytes.fromhex(sha)] = stored if stored is not None else chunk(kind, raw)
+        for sha, stored, made in objread.pack_entries(os.path.join(folder, name)):
+            entries[bytes.fromhex(sha)] = chunk(*made) if made is not None else stored or b""
     merged = _put(git_dir, *assemble(sorted(entries.items())), durable=True)
     atomic.fsync_dir(folder)
     for name in names:

@@ -138,9 +138,15 @@ class Wal:
         Returns the log's size."""
         boot = boot_id()
         assert boot is not None, "the log is used only where the boot id is known"
-        if self._boot_of()[0] != boot:
+        try:
+            fd = atomic.open_nofollow(self.path, os.O_RDWR)
+        except FileNotFoundError:
             self.reset()
-        fd = atomic.open_nofollow(self.path, os.O_RDWR)
+            fd = atomic.open_nofollow(self.path, os.O_RDWR)
+        if os.pread(fd, HEADER_SIZE, 0) != _header(boot):  # another boot's, or torn
+            os.close(fd)
+            self.reset()
+            fd = atomic.open_nofollow(self.path, os.O_RDWR)
         try:
             end = os.fstat(fd).st_size
             if not _ends_whole(fd, end):  # a killed append's tail: records go after whole ones

@@ -87,8 +87,11 @@ def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_re
         except FileNotFoundError:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             return atomic.create_new(target, data, durable=False)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    atomic.atomic_write(target, data, durable=False, suffix=TMP_SUFFIX)
+    try:
+        atomic.atomic_write(target, data, durable=False, suffix=TMP_SUFFIX)
+    except FileNotFoundError:  # its folder is not there (yet)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        atomic.atomic_write(target, data, durable=False, suffix=TMP_SUFFIX)
     return os.stat(target)
 
 
@@ -114,9 +117,13 @@ def linked_folder(root: str, path: str) -> str | None:
     current = root
     for part in path.split("/")[:-1]:
         current = os.path.join(current, part)
-        if os.path.islink(current):
+        try:
+            mode = os.lstat(current).st_mode  # one call tells a link and a folder apart
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISLNK(mode):
             return current
-        if not os.path.isdir(current):
+        if not stat.S_ISDIR(mode):
             return None
     return None
 
