@@ -225,10 +225,10 @@ def test_each_writes_pack_is_merged_and_the_packs_stay_few(
     if shutil.which("git") is None:
         pytest.skip("git CLI not installed")
     monkeypatch.setattr(packwrite, "MERGE_AT", 4)
-    monkeypatch.setattr("filemem.store.core._MERGE_CHECK_EVERY", 1)
+    monkeypatch.setattr("filemem.store.packschedule.MERGE_CHECK_EVERY", 1)
     monkeypatch.setattr(packwrite, "SMALL_PACK", 4000)  # a merged pack soon counts as big
     monkeypatch.setattr(packing, "WHEN_PACKS", 6)
-    monkeypatch.setattr("filemem.store.core._PACK_CHECK_EVERY", 1)
+    monkeypatch.setattr("filemem.store.packschedule.PACK_CHECK_EVERY", 1)
     git_dir = str(store_path / ".git")
     counts, merged = [], 0
     for i in range(60):

@@ -159,6 +159,16 @@ def test_a_restart_with_the_working_tree_behind_is_repaired(store_path: Path,
     assert_clean_repo(store_path)
 
 
+def test_a_log_from_another_boot_is_unfinished(store_path: Path, boot: Any) -> None:
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    p.close()
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    assert not log.unfinished() and not log.stale()
+    boot("c" * 36)
+    assert log.unfinished() and log.stale()
+
+
 def test_the_same_boot_never_replays(store_path: Path) -> None:
     p = open_store(store_path)
     writes(p)
@@ -290,11 +300,11 @@ def test_the_log_record_is_the_journal_until_settled(store_path: Path,
     monkeypatch.setattr(worktree, "write", broken_disk)
     p.add({**UG, "text": "two"}, ctx())  # the commit stands; the working tree is behind
     monkeypatch.setattr(worktree, "write", real_write)
-    assert log.unsettled() is not None and write_in_flight(store_path)
+    assert log.unsettled() is not None and write_in_flight(store_path) and log.unfinished()
     assert not (store_path / ".filemem" / "journal.json").exists()
     assert git(store_path, "status", "--porcelain") != ""
     p.add({**UG, "text": "three"}, ctx())
-    assert log.unsettled() is None
+    assert log.unsettled() is None and not log.unfinished()
     assert texts(p) == ["one", "three", "two"]
     assert_clean_repo(store_path)
 

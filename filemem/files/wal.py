@@ -125,6 +125,28 @@ class Wal:
             return "", size  # torn or foreign: treated as another boot's
         return head[len(MAGIC):HEADER_SIZE].strip().decode("ascii", "replace"), size
 
+    def unfinished(self) -> bool:
+        """:meth:`stale` or :meth:`unsettled`, in one open of the log (asked before every
+        write and at every open)."""
+        try:
+            fd = atomic.open_nofollow(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            head = os.pread(fd, HEADER_SIZE, 0)
+            size = os.fstat(fd).st_size
+            if size <= HEADER_SIZE:
+                return False
+            boot = boot_id()
+            if boot is None or head != _header(boot):
+                return True  # another boot's records (or a torn header): replay them
+            if not _ends_whole(fd, size):
+                return self.unsettled() is not None
+            payload = _last_payload(fd, size)
+        finally:
+            os.close(fd)
+        return payload not in (None, SETTLED)
+
     def stale(self) -> bool:
         """Whether the log holds records from another boot (a crash may have lost files)."""
         boot, size = self._boot_of()
@@ -190,13 +212,10 @@ class Wal:
             if not _ends_whole(fd, size):  # a cut append: the write it began never moved
                 records, settled = self._parse()[0::2]
                 return records[-1] if records and not settled else None
-            whole, _mark = _END.unpack(os.pread(fd, _END.size, size - _END.size))
-            frame = os.pread(fd, whole, size - whole)
+            payload = _last_payload(fd, size)
         finally:
             os.close(fd)
-        length, crc = _RECORD.unpack_from(frame)
-        payload = frame[_RECORD.size:_RECORD.size + length]
-        if len(payload) != length or zlib.crc32(payload) != crc or payload == SETTLED:
+        if payload is None or payload == SETTLED:
             return None
         try:
             return WalRecord.decode(payload)
@@ -253,6 +272,15 @@ class Wal:
             sync_files([ref_path])
             atomic.fsync_dir(os.path.dirname(ref_path))
         self.reset()
+
+
+def _last_payload(fd: int, size: int) -> bytes | None:
+    """The payload of the log's last frame (it ends whole), None if it is damaged."""
+    whole, _mark = _END.unpack(os.pread(fd, _END.size, size - _END.size))
+    frame = os.pread(fd, whole, size - whole)
+    length, crc = _RECORD.unpack_from(frame)
+    payload = frame[_RECORD.size:_RECORD.size + length]
+    return payload if len(payload) == length and zlib.crc32(payload) == crc else None
 
 
 def _frame(payload: bytes) -> bytes:

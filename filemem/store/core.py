@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, gitstate, packing, packwrite, wal, worktree
+from filemem.files import atomic, codec, gitstate, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -48,6 +48,7 @@ from filemem.store.audittrail import AuditTrail
 from filemem.store.invalid import InvalidFiles
 from filemem.store.logs import log
 from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
+from filemem.store.packschedule import PackSchedule
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
@@ -55,8 +56,6 @@ from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
 
-_PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects to pack
-_MERGE_CHECK_EVERY: Final = 16  # commits between checks for small packs to merge
 LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
@@ -98,7 +97,7 @@ class Store:
         self.invalid = InvalidFiles(self.root, self.git)
         self._index: GitIndex | None = None
         self._index_id: tuple[int, int, int] | None = None
-        self._commits_since_pack_check = _PACK_CHECK_EVERY  # check on the first commit
+        self.packs = PackSchedule()
         self._lock = threading.RLock()
         self._file_lock: Any = None
         self._lock_depth = 0
@@ -327,7 +326,7 @@ class Store:
         else:
             self._state = state
         self._cache.changed(state, files)
-        self.maybe_pack()
+        self.packs.after_commit(self.git, self.wal)
         if self.recall.needs_compaction():
             self.recall.compact(set(state.entries))
 
@@ -412,7 +411,7 @@ class Store:
         with self.locked(), private_files(), self.disk_full_is_reported():
             if recovery.unfinished(self):
                 self._recover()
-            self.git.clear_temp_packs()  # a killed write's half-made pack
+            self.packs.before_write(self.git)  # a killed write's half-made pack
             yield Transaction(self, self.checked() if validate else self.state())
 
     @contextlib.contextmanager
@@ -580,21 +579,3 @@ class Store:
         why = "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "read-only"
         log.warning("filemem: the store at %s is %s: this read is answered, but its "
                     "recall counts and read-side audit rows are not recorded", self.root, why)
-
-    def maybe_pack(self) -> None:
-        """Pack loose objects now and then (nothing else does on this write path;
-        :mod:`filemem.files.packing` says when and how)."""
-        self._commits_since_pack_check += 1
-        if self._commits_since_pack_check % _MERGE_CHECK_EVERY == 0 \
-                and packwrite.merge_due(self.git.git_dir):
-            packwrite.merge_small(self.git.git_dir)
-            self.git.close()  # readers map the pack list again
-        if self._commits_since_pack_check < _PACK_CHECK_EVERY:
-            return
-        self._commits_since_pack_check = 0
-        if packing.due(self.git.git_dir):
-            self.wal.checkpoint(self.git)  # loose objects in the log are durable first
-            packing.pack(self.git)
-
-
-

@@ -35,7 +35,7 @@ def _json_row(line: str) -> dict[str, Any]:
 def unfinished(store: Store) -> bool:
     """A killed write's journal (a file, or the write-ahead log's unsettled last record),
     or a write-ahead log from before a restart."""
-    return store.journal.exists() or store.wal.stale() or store.wal.unsettled() is not None
+    return store.journal.exists() or store.wal.unfinished()
 
 
 def recover(store: Store) -> list[str]:
