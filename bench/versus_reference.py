@@ -48,7 +48,7 @@ import history_builder
 import filemem
 
 # the stores' shape (layers, workspaces, agents, entries) is bench.py's
-from bench import BIG
+from bench import BIG, file_system
 from bench import ctx as write_ctx
 from bench import entry as new_entry
 
@@ -310,7 +310,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds of 1,000 (median)")
     ap.add_argument("--quick", action="store_true", help="300 commits, 50 runs, 1 seed")
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
-                    help="where the stores go (default: the system's temp folder)")
+                    help="where the stores go (default: the system's temp folder; on ext4 "
+                         "without a journal, a folder where few files were deleted in the "
+                         "last 10 minutes, e.g. a new top-level one: see the header line)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args()
@@ -353,7 +355,8 @@ def main() -> None:
         print(f"# {args.entries} entries, filemem with {args.commits} commits of history; "
               f"{args.n} runs of each operation, {args.seeds} seed(s); Node {node}, "
               f"Python {sys.version.split()[0]}, stores in {args.dir or tempfile.gettempdir()}"
-              f"; git status after the run: {'clean' if not clean else 'DIRTY'}")
+              f" ({file_system(tmp)}); git status after the run: "
+              f"{'clean' if not clean else 'DIRTY'}")
         figures = report(ref, fm, br, FLOOR)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:

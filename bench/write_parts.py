@@ -76,7 +76,8 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=1000)
     ap.add_argument("--commits", type=int, default=10_000)
     ap.add_argument("-n", type=int, default=200)
-    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"))
+    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
+                    help="where the store goes (as for bench/versus_reference.py --dir)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="filemem-parts-", dir=args.dir)
     try:
@@ -102,7 +103,8 @@ def main() -> None:
                 rows[part][op] = statistics.median(values)
         print(f"# {args.entries} entries, {args.commits} commits; median ms of {args.n} "
               f"writes each; fsync floor {statistics.median(vr.FLOOR):.3f} ms (sampled "
-              f"beside the writes; boot id known: {wal.boot_id() is not None})")
+              f"beside the writes; boot id known: {wal.boot_id() is not None}; "
+              f"{vr.file_system(tmp)})")
         print(f"{'part':<10}" + "".join(f"{op:>10}" for op in ("add", "replace", "remove")))
         for part in [*PARTS, "other", "total"]:
             print(f"{part:<10}" + "".join(f"{rows[part][op]:>10.3f}"
