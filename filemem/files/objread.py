@@ -269,6 +269,7 @@ class Packs:
         self._packs: dict[str, _Pack | None] = {}  # None: a pack this reader cannot read
         self._lock = threading.Lock()
         self._listed = False
+        self._hot: _Pack | None = None
 
     def get(self, sha: str, rescan: bool = True) -> tuple[bytes, bytes] | None:
         """The packed object ``sha``; after a miss, the folder is scanned again for new
@@ -282,8 +283,11 @@ class Packs:
         for scan in (not self._listed, True) if rescan else (not self._listed,):
             if scan and not self._rescan():
                 continue
-            for pack in list(self._packs.values())[::-1]:  # the newest first: where
-                if pack is None:                            # a write's objects are
+            hot = self._hot  # the pack of the last hit first (a history walk reads one
+            packs = list(self._packs.values())  # pack after another), then by age
+            for pack in ([hot, *(p for p in packs if p is not hot)]
+                         if hot is not None and hot in packs else packs):
+                if pack is None:
                     continue
                 try:
                     off = pack.offset(binsha)
@@ -295,6 +299,7 @@ class Packs:
                 header = b"%s %d\0" % (kind, len(raw))
                 if hashlib.sha1(header + raw).digest() != binsha:
                     return None
+                self._hot = pack
                 return kind, raw
         return None
 
@@ -329,3 +334,4 @@ class Packs:
                         pack.close()
             self._packs.clear()
             self._listed = False
+            self._hot = None
