@@ -133,8 +133,8 @@ RULES: Final[dict[str, tuple[Lazy, ...]]] = {
 # Words each rule's patterns need (in the lower-cased text): a rule none of whose words is
 # in the text is not tried, so most notes cost one search for all the words (:data:`WORDS`).
 # Each tuple lists alternatives; a rule with two tuples needs one word of each.
-_NET_WORDS: Final = ("curl", "wget", "fetch", "http", "nc", "socat", "scp", "rsync", "ftp",
-                     "invoke-", "iwr", "irm", "telnet", "openssl")
+_NET_WORDS: Final = ("curl", "wget", "fetch", "http", "nc", "netcat", "socat", "scp", "rsync",
+                     "ftp", "invoke-", "iwr", "irm", "telnet", "openssl")
 TRIGGERS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "ignore-instructions": (("ignore", "disregard", "forget", "override", "bypass", "忽略",
                              "无视", "忘记", "忘掉", "不要理会"),),
