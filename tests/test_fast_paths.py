@@ -1,17 +1,22 @@
-"""Fast paths taken for the common case (ASCII text, a batch of ids, repeated audit values)
-give exactly what the general paths give."""
+"""Fast paths taken for the common case (ASCII text, a batch of ids, repeated audit values,
+many index entries at once) give exactly what the general paths give."""
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filemem import shown
+from filemem.files.gitindex import GitIndex, hash_blob
 from filemem.jsstr import _ASCII_LOWER, ascii_lower
 from filemem.model import new_ids
 from filemem.store import auditlog
+from tests.conftest import git
 
 
 @settings(max_examples=500, deadline=None)
@@ -55,3 +60,37 @@ def test_a_commit_message_is_the_same_whether_values_repeat_or_not() -> None:
         by_row = [auditlog.commit_message("s", "", [r]).split("\n\n", 1)[1] for r in made]
         assert message == "seed 50 entries\n\nbody\n\n" + "".join(by_row)
         assert auditlog.parse_rows(message) == made
+
+
+@pytest.mark.parametrize("count", [3, 200])  # below and above gitindex._BULK
+def test_set_many_makes_the_index_set_one_by_one_makes_and_git_agrees(
+        count: int, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for name in ("a.txt", "m/old.md", "z.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"{name}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    (root / "later.txt").write_text("later\n")
+    git(root, "add", "-N", "later.txt")  # an extended entry: index version 3
+    files = [f"m/{i:03d}/{(i * 7919) % 1000:03d}.md" for i in range(count)] + ["a.txt"]
+    changes = []
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        data = f"new {name}\n".encode()
+        (root / name).write_bytes(data)
+        changes.append((name, hash_blob(data), os.stat(root / name)))
+    one = GitIndex.load(str(root / ".git"))
+    for name, sha, stat in changes:
+        one.set(name, sha, stat)
+    many = GitIndex.load(str(root / ".git"))
+    many.set_many(iter(changes))
+    assert (many.entries, many._keys, many._values, many._extended) == (
+        one.entries, one._keys, one._values, one._extended)
+    many.write()
+    git(root, "add", "-A", "--", ":!later.txt")
+    status = git(root, "status", "--porcelain").splitlines()
+    assert sorted(status) == sorted([f"A  {n}" for n in files if n != "a.txt"] + [
+        "M  a.txt", " A later.txt"])

@@ -229,8 +229,7 @@ class Transaction:
                     index.remove(path)
             written = write_files(store.root, {p: d for p, d in changes.items()
                                                if d is not None}, new)
-            for path, st in written.items():
-                index.set(path, blobs[path], st)
+            index.set_many((path, blobs[path], st) for path, st in written.items())
             store._write_index(index, lock)
             store.journal.clear()
             return True
