@@ -73,7 +73,8 @@ def main() -> None:
                     help="a checkout of dsh-memento 0.4.4, to print its seed beside")
     ap.add_argument("--entries", type=int, default=1000, help="entries before the seeds")
     ap.add_argument("--seeds", type=int, default=5, help="seeds of 1,000 (medians)")
-    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"))
+    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
+                    help="where the store goes (as for bench/versus_reference.py --dir)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="filemem-seed-parts-", dir=args.dir)
     try:
@@ -101,8 +102,8 @@ def main() -> None:
             samples["other"].append(total - sum(spent.values()))
             samples["total"].append(total)
         print(f"# a seed of 1,000 into {args.entries} entries; median ms of {args.seeds} "
-              f"seeds; stores in {args.dir or tempfile.gettempdir()}; Python "
-              f"{sys.version.split()[0]}")
+              f"seeds; stores in {args.dir or tempfile.gettempdir()} "
+              f"({vr.file_system(tmp)}); Python {sys.version.split()[0]}")
         for part in [*PARTS, "other"]:
             print(f"{part:<10}{statistics.median(samples[part]):>10.2f}")
         total = statistics.median(samples["total"])
