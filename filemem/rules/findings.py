@@ -95,6 +95,9 @@ def _scan_rules(text: str) -> tuple[_Hit, ...]:
     norm = normalize(text)
     words = _WORDS.found_in(text.lower())
     norm_words = words if norm.text == text else _WORDS.found_in(norm.text.lower())
+    if not (injection.triggered(norm_words) or secrets.triggered(words)
+            or secrets.triggered(norm_words)):
+        return ()  # most notes: no rule is tried
     hits = [(INJECTION, rule, *norm.span(a, b))
             for rule, a, b in injection.matches(norm.text, norm_words)]
     hits += [(SECRET, rule, a, b) for rule, a, b in secrets.matches(text, words)]
