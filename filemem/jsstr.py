@@ -49,6 +49,8 @@ def excerpt(s: str, n: int) -> str:
 
 
 def ascii_lower(s: str) -> str:
+    if s.isascii():  # str.lower is the same there, and much quicker than translate
+        return s.lower()
     return s.translate(_ASCII_LOWER)
 
 

@@ -85,6 +85,17 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def new_ids(count: int) -> list[str]:
+    """``count`` ids as :func:`new_id` makes them (random UUIDs, version 4), from one read
+    of the system's random source instead of one each (a seed makes 1,000)."""
+    raw = bytearray(os.urandom(16 * count))
+    raw[6::16] = bytes(b & 0x0F | 0x40 for b in raw[6::16])  # version 4
+    raw[8::16] = bytes(b & 0x3F | 0x80 for b in raw[8::16])  # the RFC 4122 variant
+    h = raw.hex()
+    return [f"{h[k:k + 8]}-{h[k + 8:k + 12]}-{h[k + 12:k + 16]}-{h[k + 16:k + 20]}-"
+            f"{h[k + 20:k + 32]}" for k in range(0, 32 * count, 32)]
+
+
 def check_unicode(value: str, what: str) -> str:
     """Refuse lone surrogates: they cannot be stored as UTF-8 (a file, a commit)."""
     m = _SURROGATE_RE.search(value)

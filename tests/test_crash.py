@@ -81,10 +81,10 @@ c = filemem.write_context(session_id="crash", cwd="/work/proj")
 real_write = filemem.files.worktree.write
 calls = []
 
-def torn_write(root, path, data, *, new=False):
+def torn_write(root, path, data, *, new=False, **kwargs):
     calls.append(path)
     if len(calls) == 1:
-        return real_write(root, path, data, new=new)  # the first file makes it
+        return real_write(root, path, data, new=new, **kwargs)  # the first file makes it
     target = filemem.files.worktree.full_path(root, path)
     if new:  # half of a new file, written in place
         os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -159,8 +159,9 @@ def leaves_folder(name: str) -> bool:
     spelling a file system folds to ``.git``: any case (``.GIT``), trailing dots or spaces
     (``.git.``), the NTFS short name ``git~1``, HFS+'s ignored code points (git's
     ``verify_path``, ``is_ntfs_dotgit``, ``is_hfs_dotgit``)."""
-    folded = "".join(c for c in name if ord(c) not in _HFS_IGNORED).lower().rstrip(". ")
-    return folded in ("", ".git", "git~1")
+    if not name.isascii():  # the ignored code points are not ASCII (most names are)
+        name = "".join(c for c in name if ord(c) not in _HFS_IGNORED)
+    return name.lower().rstrip(". ") in ("", ".git", "git~1")
 
 
 def name_problem(name: str) -> str | None:

@@ -36,8 +36,8 @@ def full_path(root: str, path: str) -> str:
     return os.path.join(root, *path.split("/"))
 
 
-def _refuse_linked_folder(root: str, path: str) -> None:
-    link = linked_folder(root, path)
+def _refuse_linked_folder(root: str, path: str, checked: set[str] | None = None) -> None:
+    link = linked_folder(root, path, checked)
     if link is not None:
         raise LinkRefused(link)
 
@@ -71,14 +71,16 @@ def link_problem(root: str, path: str) -> str | None:
     return None
 
 
-def write(root: str, path: str, data: bytes, *, new: bool = False) -> os.stat_result:
+def write(root: str, path: str, data: bytes, *, new: bool = False,
+          checked: set[str] | None = None) -> os.stat_result:
     """Replace a working-tree file atomically (temp + rename, not fsynced); returns its stat.
 
     ``new=True`` creates a file that must not exist yet, directly (half the syscalls, which
     matters for a 1,000-entry seed); FileExistsError if something is already there.
     Recovery recognises a torn new file as a prefix of the version being written.
+    ``checked``: folders found to be no link earlier in the same write (see linked_folder).
     """
-    _refuse_linked_folder(root, path)
+    _refuse_linked_folder(root, path, checked)
     target = full_path(root, _inside(path))
     folder = os.path.dirname(target)
     if new:
@@ -112,10 +114,16 @@ def remove(root: str, path: str) -> None:
         folder = os.path.dirname(folder)
 
 
-def linked_folder(root: str, path: str) -> str | None:
-    """The first folder on the way to ``path`` (inside the store) that is a symbolic link."""
+def linked_folder(root: str, path: str, checked: set[str] | None = None) -> str | None:
+    """The first folder on the way to ``path`` (inside the store) that is a symbolic link.
+    ``checked``: the (store-relative) folders already found to hold no link on the way,
+    which are not looked at again, and to which ``path``'s is added if so (a write of many
+    files in the same folders looks at each folder once, under the store lock)."""
+    parent, _, _name = path.rpartition("/")
+    if checked is not None and parent in checked:
+        return None
     current = root
-    for part in path.split("/")[:-1]:
+    for part in parent.split("/") if parent else ():
         current = os.path.join(current, part)
         try:
             mode = os.lstat(current).st_mode  # one call tells a link and a folder apart
@@ -125,6 +133,8 @@ def linked_folder(root: str, path: str) -> str | None:
             return current
         if not stat.S_ISDIR(mode):
             return None
+    if checked is not None:
+        checked.add(parent)
     return None
 
 

@@ -143,8 +143,9 @@ class NewEntry:
     def size(self) -> int:
         return utf16_len(self.text)
 
-    def make(self, w: Writer, ts: int) -> Entry:
-        return Entry(id=new_id(), track=self.track, scope=self.scope,
+    def make(self, w: Writer, ts: int, entry_id: str | None = None) -> Entry:
+        """The entry, with a new id (``entry_id``: one from :func:`filemem.model.new_ids`)."""
+        return Entry(id=entry_id or new_id(), track=self.track, scope=self.scope,
                      workspace_key=self.workspace_key, agent_key=self.agent_key,
                      text=self.text, source=self.source, tags=self.tags, version=1,
                      created_at=ts, updated_at=ts, session_id=w.session_id, meta=self.meta)

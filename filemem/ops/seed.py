@@ -11,7 +11,7 @@ from typing import Any
 
 from filemem import errors
 from filemem.approval import Decision
-from filemem.model import DEFAULT_SOURCE, check_batch
+from filemem.model import DEFAULT_SOURCE, check_batch, new_ids
 from filemem.ops.base import (
     Changes,
     Core,
@@ -61,7 +61,8 @@ def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
             budgets.check_groups(st.usage, core.config(st), additions)
             # consecutive milliseconds: listings (createdAt, id) keep the batch's order
             ts = created_at(st, len(specs))
-            made = [s.make(w, ts + i) for i, s in enumerate(specs)]
+            ids = new_ids(len(specs))
+            made = [s.make(w, ts + i, ids[i]) for i, s in enumerate(specs)]
             rows: list[AuditRow] = [row("seed", text=summary, outcome=decision.label,
                                         source=DEFAULT_SOURCE, session_id=w.session_id)]
             rows += [row("add", track=e.track, scope=e.scope, entry_id=e.id, text=e.text,

@@ -22,13 +22,15 @@ character under ``refuse``) refuses a write with INVALID_INPUT (``details.reason
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final, TypedDict
+from typing import Final, TypeAlias, TypedDict
 
 from filemem import errors, shown
 from filemem.config import Config
 from filemem.jsstr import utf16_len
 from filemem.rules import injection, secrets
+from filemem.rules.memo import TextMemo
 from filemem.rules.normalized import normalize
+from filemem.rules.wordset import WordSet
 
 INVISIBLE: Final = "invisible"
 INJECTION: Final = "injection"
@@ -83,14 +85,39 @@ def _invisible(text: str, index: int, config: Config) -> list[Finding]:
     return out
 
 
-def _matched(text: str, index: int, config: Config) -> list[Finding]:
+_Hit: TypeAlias = tuple[str, str, int, int]  # kind, rule, span in the original text
+_WORDS: Final = WordSet(injection.WORDS.words | secrets.WORDS.words)
+MEMO_CHARS: Final = 4_000_000  # characters of clean texts remembered (10^4 notes and more)
+
+
+def _scan_rules(text: str) -> tuple[_Hit, ...]:
+    """What the injection and secret rules match in ``text``, whatever their levels."""
     norm = normalize(text)
+    words = _WORDS.found_in(text.lower())
+    norm_words = words if norm.text == text else _WORDS.found_in(norm.text.lower())
+    if not (injection.triggered(norm_words) or secrets.triggered(words)
+            or secrets.triggered(norm_words)):
+        return ()  # most notes: no rule is tried
+    hits = [(INJECTION, rule, *norm.span(a, b))
+            for rule, a, b in injection.matches(norm.text, norm_words)]
+    hits += [(SECRET, rule, a, b) for rule, a, b in secrets.matches(text, words)]
+    if norm.text != text:
+        hits += [(SECRET, rule, *norm.span(a, b))
+                 for rule, a, b in secrets.matches(norm.text, norm_words)]
+    return tuple(hits)
+
+
+# the same for a given text: a snapshot rendered again does not scan its entries again (the
+# strings are mostly the entries' own, so remembering them costs little memory)
+_hits: Final = TextMemo(_scan_rules, MEMO_CHARS, keep=lambda hits: not hits)
+
+
+def _matched(text: str, index: int, config: Config) -> list[Finding]:
+    hits = _hits(text)
+    if not hits:
+        return []
     out: list[Finding] = []
     seen: set[tuple[str, int, int]] = set()
-    hits = [(INJECTION, rule, *norm.span(a, b)) for rule, a, b in injection.matches(norm.text)]
-    hits += [(SECRET, rule, a, b) for rule, a, b in secrets.matches(text)]
-    if norm.text != text:
-        hits += [(SECRET, rule, *norm.span(a, b)) for rule, a, b in secrets.matches(norm.text)]
     hidden = [(a, b) for kind, _rule, a, b in hits if kind == SECRET]
     for kind, rule, a, b in hits:
         level = config.level(rule)

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from filemem.rules.lazyre import Lazy
+from filemem.rules.wordset import WordSet
 
 _I: Final = re.IGNORECASE
 _ANY_WS: Final = r"[\s_*`'\"-]+"  # between words: spaces, markdown emphasis, quotes
@@ -130,10 +131,10 @@ RULES: Final[dict[str, tuple[Lazy, ...]]] = {
     ),
 }
 # Words each rule's patterns need (in the lower-cased text): a rule none of whose words is
-# in the text is not tried, so most notes cost a few substring tests. Each tuple lists
-# alternatives; a rule with two tuples needs one word of each.
-_NET_WORDS: Final = ("curl", "wget", "fetch", "http", "nc", "socat", "scp", "rsync", "ftp",
-                     "invoke-", "iwr", "irm", "telnet", "openssl")
+# in the text is not tried, so most notes cost one search for all the words (:data:`WORDS`).
+# Each tuple lists alternatives; a rule with two tuples needs one word of each.
+_NET_WORDS: Final = ("curl", "wget", "fetch", "http", "nc", "netcat", "socat", "scp", "rsync",
+                     "ftp", "invoke-", "iwr", "irm", "telnet", "openssl")
 TRIGGERS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "ignore-instructions": (("ignore", "disregard", "forget", "override", "bypass", "忽略",
                              "无视", "忘记", "忘掉", "不要理会"),),
@@ -152,8 +153,25 @@ TRIGGERS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
 }
 
 
-def _triggered(rule: str, low: str) -> bool:
-    return all(any(word in low for word in words) for words in TRIGGERS[rule])
+WORDS: Final = WordSet(w for words in TRIGGERS.values() for alts in words for w in alts)
+_NEEDS: Final = {rule: tuple(frozenset(alts) for alts in words)
+                 for rule, words in TRIGGERS.items()}
+
+
+def _triggered(rule: str, found: frozenset[str]) -> bool:
+    return all(not found.isdisjoint(alts) for alts in _NEEDS[rule])
+
+
+_RULES_OF: Final = {w: frozenset(r for r, words in TRIGGERS.items() if w in words[0])
+                    for w in WORDS.words}  # a word -> the rules it may trigger
+
+
+def triggered(found: frozenset[str]) -> list[str]:
+    """The rules (in :data:`RULES`' order) whose trigger words are all in ``found``."""
+    maybe: set[str] = set()
+    for word in found:
+        maybe |= _RULES_OF.get(word, frozenset())
+    return [rule for rule in RULES if rule in maybe and _triggered(rule, found)]
 
 
 _WORDS: Final = Lazy(r"[A-Za-z\u3040-\u9fff]{2}")  # a comment that says something
@@ -165,15 +183,16 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _CODE.finditer(text)]
 
 
-def matches(text: str) -> Iterator[tuple[str, int, int]]:
-    """``(rule, start, end)`` for every match in the normalised ``text``, by position."""
+def matches(text: str, words: frozenset[str] | None = None
+            ) -> Iterator[tuple[str, int, int]]:
+    """``(rule, start, end)`` for every match in the normalised ``text``, by position.
+    ``words``: the trigger words in ``text.lower()``, if the caller has found them."""
     code: list[tuple[int, int]] | None = None
     found: list[tuple[int, str, int]] = []
-    low = text.lower()
-    for name, patterns in RULES.items():
-        if not _triggered(name, low):
-            continue
-        for pattern in patterns:
+    if words is None:
+        words = WORDS.found_in(text.lower())
+    for name in triggered(words):
+        for pattern in RULES[name]:
             for m in pattern.finditer(text):
                 if name == "hidden-comment" and not _WORDS.search(m.group()):
                     continue

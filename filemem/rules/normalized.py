@@ -14,6 +14,7 @@ so a finding's span is the original text's.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,7 +35,7 @@ LOOKALIKES: Final = {
 @dataclass(frozen=True)
 class Normalized:
     text: str  # the normalised form
-    origin: tuple[int, ...]  # origin[i]: index in the original of text[i]
+    origin: Sequence[int]  # origin[i]: index in the original of text[i]
     original: str
 
     def span(self, start: int, end: int) -> tuple[int, int]:
@@ -48,7 +49,7 @@ class Normalized:
 
 def normalize(text: str) -> Normalized:
     if text.isascii() and shown.plain(text):  # most notes: nothing to normalise
-        return Normalized(text, tuple(range(len(text))), text)
+        return Normalized(text, range(len(text)), text)
     out: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from filemem.rules.lazyre import Lazy
+from filemem.rules.wordset import WordSet
 
 RULES: Final[dict[str, tuple[Lazy, ...]]] = {
     "aws-access-key": (Lazy(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])"
@@ -43,11 +44,13 @@ RULES: Final[dict[str, tuple[Lazy, ...]]] = {
 }
 
 # What each rule's patterns start with (any of, in the lower-cased text): a rule whose
-# trigger is not in the text is not tried, so most notes cost a few substring tests.
+# trigger is not in the text is not tried, so most notes cost one search for all the
+# words (:data:`WORDS`).
 TRIGGERS: Final[dict[str, tuple[str, ...]]] = {
     "aws-access-key": ("akia", "asia", "abia", "acca", "a3t"),
-    "github-token": ("gh", "github_pat_"),
-    "gitlab-token": ("gl",),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab-token": ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glcbt-", "gloas-",
+                     "glsoat-"),
     "slack-token": ("xox", "hooks.slack"),
     "npm-token": ("npm_",),
     "pypi-token": ("pypi-",),
@@ -59,8 +62,19 @@ TRIGGERS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def _triggered(rule: str, low: str) -> bool:
-    return any(word in low for word in TRIGGERS[rule])
+WORDS: Final = WordSet(w for words in TRIGGERS.values() for w in words)
+
+
+_RULES_OF: Final = {w: frozenset(r for r, words in TRIGGERS.items() if w in words)
+                    for w in WORDS.words}  # a word -> the rules it triggers
+
+
+def triggered(found: frozenset[str]) -> set[str]:
+    """The rules whose trigger words are in ``found``."""
+    rules: set[str] = set()
+    for word in found:
+        rules |= _RULES_OF.get(word, frozenset())
+    return rules
 
 
 # NAME = value, NAME: value, "name": "value", --name value; the name says it is a secret
@@ -105,15 +119,19 @@ def _random_looking(value: str) -> bool:
     return classes >= 2 and entropy(value) >= MIN_ENTROPY
 
 
-def matches(text: str) -> Iterator[tuple[str, int, int]]:
-    """``(rule, start, end)`` for every credential-looking span of ``text``, by position."""
+def matches(text: str, words: frozenset[str] | None = None
+            ) -> Iterator[tuple[str, int, int]]:
+    """``(rule, start, end)`` for every credential-looking span of ``text``, by position.
+    ``words``: the trigger words in ``text.lower()``, if the caller has found them."""
     found: list[tuple[int, str, int]] = []
-    low = text.lower()
+    if words is None:
+        words = WORDS.found_in(text.lower())
+    rules = triggered(words)
     for name, patterns in RULES.items():
-        if _triggered(name, low):
+        if name in rules:
             for pattern in patterns:
                 found += [(m.start(), name, m.end()) for m in pattern.finditer(text)]
-    for m in _ASSIGNED.finditer(text) if _triggered("assigned-secret", low) else ():
+    for m in _ASSIGNED.finditer(text) if "assigned-secret" in rules else ():
         value = m.group("value")
         if _random_looking(value):
             start, end = m.span("value")

@@ -99,13 +99,26 @@ def one_line(text: str, limit: int = 72) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
+_UNIQUE: Final = frozenset({"seq", "entryId", "text"})  # a new value in (nearly) every row
+
+
 def commit_message(subject: str, body: str, rows: list[AuditRow]) -> str:
     trailers = []
+    # a seed's 1,000 rows share their action, layer, outcome, session...: each such
+    # trailer line is encoded once
+    same: dict[tuple[str, type, Any], str] = {}
     for r in rows:
         for key, name in _TRAILERS:
             value = r.get(key)
-            if value is not None:
+            if value is None:
+                continue
+            if key in _UNIQUE:
                 trailers.append(f"{name}: {_encode_value(key, value)}")
+                continue
+            line = same.get((key, type(value), value))
+            if line is None:
+                line = same[key, type(value), value] = f"{name}: {_encode_value(key, value)}"
+            trailers.append(line)
     parts = [one_line(subject, 200)]
     if body:
         parts.append(body)

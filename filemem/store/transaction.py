@@ -10,17 +10,16 @@ restart the log is replayed first.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from filemem import errors
 from filemem.files import codec, worktree
 from filemem.files.atomic import LockFile
 from filemem.files.gitrepo import PendingObjects, RefLocked
 from filemem.files.layout import entry_path, is_entry_path
+from filemem.files.manyfiles import write_files
 from filemem.files.wal import CHECKPOINT_BYTES, WalRecord
 from filemem.model import Entry, now_ms
 from filemem.store.auditlog import commit_message
@@ -31,10 +30,6 @@ from filemem.types import AuditRow
 
 if TYPE_CHECKING:
     from filemem.store.core import Store
-
-PARALLEL_FILES: Final = 32  # a mirror of this many files or more uses WRITERS threads
-WRITERS: Final = 8
-
 
 class HeadMoved(Exception):
     """The branch moved between reading HEAD and the compare-and-swap (someone used git)."""
@@ -234,8 +229,7 @@ class Transaction:
                     index.remove(path)
             written = write_files(store.root, {p: d for p, d in changes.items()
                                                if d is not None}, new)
-            for path, st in written.items():
-                index.set(path, blobs[path], st)
+            index.set_many((path, blobs[path], st) for path, st in written.items())
             store._write_index(index, lock)
             store.journal.clear()
             return True
@@ -243,23 +237,6 @@ class Transaction:
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
             return False
-
-
-def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, os.stat_result]:
-    """Write working-tree files (``new``: created exclusively); their stats. Many at once
-    (a seed, an import) are written by a few threads: creating a file is mostly waiting
-    for the file system's journal, and the waits overlap. Every thread has stopped before
-    a failure is raised (the journal then repairs the working tree, as for a kill)."""
-    if len(files) < PARALLEL_FILES:
-        return {p: worktree.write(root, p, d, new=p in new) for p, d in files.items()}
-    items = list(files.items())
-
-    def part(k: int) -> list[tuple[str, os.stat_result]]:
-        return [(p, worktree.write(root, p, d, new=p in new)) for p, d in items[k::WRITERS]]
-
-    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="filemem-mirror") as pool:
-        parts = [pool.submit(part, k) for k in range(WRITERS)]
-    return {p: st for f in parts for p, st in f.result()}
 
 
 def hand_edited(path: str) -> errors.ProtocolError:

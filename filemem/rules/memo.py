@@ -1,0 +1,56 @@
+"""Results remembered by the text they were computed from, up to a total size in characters.
+
+The checks give the same answer for the same text, and a snapshot (or an MCP resource read)
+checks every entry each time it is rendered; remembering the answers makes a render after
+the first one cost a look-up per entry. The bound is in characters, not entries, so a store
+of long texts holds no more memory than one of short texts; the oldest texts go first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class TextMemo(Generic[T]):
+    """``fn(text)``, remembered for the texts seen last (at most ``max_chars`` of them) whose
+    value ``keep`` accepts (the checks keep only clean texts: a refused secret does not stay
+    in memory)."""
+
+    def __init__(self, fn: Callable[[str], T], max_chars: int,
+                 keep: Callable[[T], bool] = lambda _value: True) -> None:
+        self._fn = fn
+        self._max = max_chars
+        self._keep = keep
+        self._got: dict[str, T] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> T:
+        try:
+            return self._got[text]
+        except KeyError:
+            pass
+        value = self._fn(text)
+        if len(text) > self._max or not self._keep(value):
+            return value
+        with self._lock:
+            if text not in self._got:
+                self._got[text] = value
+                self._chars += len(text)
+                while self._chars > self._max:
+                    oldest = next(iter(self._got))  # dicts keep insertion order
+                    del self._got[oldest]
+                    self._chars -= len(oldest)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._got)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._got.clear()
+            self._chars = 0

@@ -1,0 +1,96 @@
+"""Fast paths taken for the common case (ASCII text, a batch of ids, repeated audit values,
+many index entries at once) give exactly what the general paths give."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filemem import shown
+from filemem.files.gitindex import GitIndex, hash_blob
+from filemem.jsstr import _ASCII_LOWER, ascii_lower
+from filemem.model import new_ids
+from filemem.store import auditlog
+from tests.conftest import git
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text()))
+def test_ascii_lower_and_plain_agree_with_their_general_forms(text: str) -> None:
+    assert ascii_lower(text) == text.translate(_ASCII_LOWER)
+    assert shown.plain(text) == (shown._MAYBE.search(text) is None)
+
+
+def test_plain_tells_every_ascii_control_character() -> None:
+    for code in range(128):
+        text = f"a{chr(code)}b"
+        assert shown.plain(text) == (shown._MAYBE.search(text) is None), code
+        assert shown.plain(text) == (chr(code) in "\t\n" or 0x20 <= code < 0x7f), code
+
+
+def test_a_batch_of_ids_are_distinct_version_4_uuids_in_their_usual_form() -> None:
+    ids = new_ids(2000)
+    assert len(set(ids)) == 2000
+    for i in ids:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 4 and u.variant == uuid.RFC_4122
+    assert new_ids(0) == []
+
+
+def test_a_commit_message_is_the_same_whether_values_repeat_or_not() -> None:
+    def rows(n: int, same: bool) -> list[auditlog.AuditRow]:
+        out = []
+        for i in range(n):
+            r = auditlog.row("add", track="user", scope="workspace", entry_id=f"id-{i}",
+                             text=f"text {i}\n", outcome="allowed-once" if same else f"o{i}",
+                             source="filemem" if same else f"src {i}",
+                             session_id="s1" if same else f"s {i} \u2028")
+            r["seq"], r["ts"] = 1000 + i, 77
+            out.append(r)
+        return out
+
+    for same in (True, False):
+        made = rows(50, same)
+        message = auditlog.commit_message("seed 50 entries", "body", made)
+        by_row = [auditlog.commit_message("s", "", [r]).split("\n\n", 1)[1] for r in made]
+        assert message == "seed 50 entries\n\nbody\n\n" + "".join(by_row)
+        assert auditlog.parse_rows(message) == made
+
+
+@pytest.mark.parametrize("count", [3, 200])  # below and above gitindex._BULK
+def test_set_many_makes_the_index_set_one_by_one_makes_and_git_agrees(
+        count: int, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for name in ("a.txt", "m/old.md", "z.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"{name}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    (root / "later.txt").write_text("later\n")
+    git(root, "add", "-N", "later.txt")  # an extended entry: index version 3
+    files = [f"m/{i:03d}/{(i * 7919) % 1000:03d}.md" for i in range(count)] + ["a.txt"]
+    changes = []
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        data = f"new {name}\n".encode()
+        (root / name).write_bytes(data)
+        changes.append((name, hash_blob(data), os.stat(root / name)))
+    one = GitIndex.load(str(root / ".git"))
+    for name, sha, stat in changes:
+        one.set(name, sha, stat)
+    many = GitIndex.load(str(root / ".git"))
+    many.set_many(iter(changes))
+    assert (many.entries, many._keys, many._values, many._extended) == (
+        one.entries, one._keys, one._values, one._extended)
+    many.write()
+    git(root, "add", "-A", "--", ":!later.txt")
+    status = git(root, "status", "--porcelain").splitlines()
+    assert sorted(status) == sorted([f"A  {n}" for n in files if n != "a.txt"] + [
+        "M  a.txt", " A later.txt"])
