@@ -314,3 +314,26 @@ def test_the_log_record_is_the_journal_until_settled(store_path: Path,
     assert log.unsettled() is None and not write_in_flight(store_path)
     p.close()
     assert_clean_repo(store_path)
+
+
+def test_a_batchs_pack_is_fsynced_and_its_record_holds_only_the_move(
+        store_path: Path, boot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seed of many entries fsyncs its pack (and the folder) instead of logging every
+    object; a power cut that loses the ref's move is still repaired from the record."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "before"}, ctx())
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    calls: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    p.seed([{**WS, "text": f"batch {i}"} for i in range(80)], ctx())
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert len(calls) >= 3  # the .pack, the .idx, their folder
+    last = wal.Wal.at(str(store_path / ".filemem")).records()[-1]
+    assert last.objects == [] and last.packs == [] and last.old == before
+    p.close()
+    ref_path(store_path).write_text(before + "\n")  # the ref's move lost
+    boot("b" * 36)
+    with open_store(store_path) as p:
+        assert len(texts(p)) == 81
+    assert_clean_repo(store_path)

@@ -55,17 +55,14 @@ def object_sha(kind: bytes, raw: bytes) -> str:
     return hashlib.sha1(b"%s %d\0%s" % (kind, len(raw), raw)).hexdigest()
 
 
-def _tree_key(item: tuple[str, tuple[int, str]]) -> bytes:
-    name, (mode, _) = item
-    raw = name.encode("utf-8", "surrogateescape")
-    return raw + b"/" if mode == TREE_MODE else raw
-
-
 def serialize_tree(tree: Mapping[str, tuple[int, str]]) -> bytes:
-    return b"".join(
-        b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), bytes.fromhex(sha))
-        for name, (mode, sha) in sorted(tree.items(), key=_tree_key)
-    )
+    items = []  # each name encoded once, for the sort key and the entry both
+    for name, (mode, sha) in tree.items():
+        raw = name.encode("utf-8", "surrogateescape")
+        items.append((raw + b"/" if mode == TREE_MODE else raw, raw, mode, sha))
+    items.sort(key=lambda item: item[0])
+    return b"".join(b"%o %s\0%s" % (mode, raw, bytes.fromhex(sha))
+                    for _key, raw, mode, sha in items)
 
 
 def _parse_tree(raw: bytes) -> Tree:

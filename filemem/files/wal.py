@@ -68,7 +68,8 @@ def _header(boot: str) -> bytes:
 
 @dataclass
 class WalRecord:
-    """One write: its objects (sha, kind, raw content), the branch move, its paths."""
+    """One write: its objects (sha, kind, raw content; none for a batch, whose pack was
+    fsynced), the branch move, its paths."""
 
     old: str | None
     new: str

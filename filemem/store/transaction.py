@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from filemem import errors
-from filemem.files import codec, worktree
+from filemem.files import codec, packwrite, worktree
 from filemem.files.atomic import LockFile
 from filemem.files.gitrepo import PendingObjects, RefLocked
 from filemem.files.layout import entry_path, is_entry_path
@@ -102,15 +102,19 @@ class Transaction:
         # (wal.py), and its record is the write's journal until settled; elsewhere the
         # pack, the journal and the ref are fsynced
         logged = store.wal.enabled
-        pack = git.write(pending, durable=not logged)
+        # a batch's pack (a seed, an import) is fsynced itself: its record then only
+        # names the move (a seed's objects were 1.8 MB of base64 to encode and flush)
+        batch = len(pending.items) > packwrite.BATCH
+        pack = git.write(pending, durable=batch or not logged)
         paths = {p: (head_blobs[p], blobs.get(p)) for p in changes}
         adopted = {p: b for p, b in allow_dirty.items() if p in changes}
         wal_size = 0
         if logged:
             wal_size = store.wal.append(WalRecord(
-                st.head, commit, [(sha, k, raw) for sha, (k, raw) in pending.items.items()],
+                st.head, commit,
+                [] if batch else [(sha, k, raw) for sha, (k, raw) in pending.items.items()],
                 paths, {p: b for p, b in adopted.items() if b is not None},
-                [pack] if pack else []))
+                [pack] if pack and not batch else []))
         elif changes:
             store.journal.begin(st.head, commit, paths, adopted=adopted)
         moved = mirrored = False
