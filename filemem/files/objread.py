@@ -26,7 +26,7 @@ import threading
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, Literal
 
 _KINDS: Final = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _OFS_DELTA: Final = 6
@@ -284,24 +284,34 @@ class Packs:
             if scan and not self._rescan():
                 continue
             hot = self._hot  # the pack of the last hit first (a history walk reads one
-            packs = list(self._packs.values())  # pack after another), then by age
-            for pack in ([hot, *(p for p in packs if p is not hot)]
-                         if hot is not None and hot in packs else packs):
-                if pack is None:
+            if hot is not None:  # pack after another), then the rest by age
+                found = self._look(hot, binsha)
+                if found is not False:
+                    return found
+            for pack in list(self._packs.values()):
+                if pack is None or pack is hot:
                     continue
-                try:
-                    off = pack.offset(binsha)
-                    if off is None:
-                        continue
-                    kind, raw = pack.read(off)
-                except (ValueError, KeyError, IndexError, OverflowError, zlib.error):
-                    return None  # damaged, closed or not understood: dulwich decides
-                header = b"%s %d\0" % (kind, len(raw))
-                if hashlib.sha1(header + raw).digest() != binsha:
-                    return None
-                self._hot = pack
-                return kind, raw
+                found = self._look(pack, binsha)
+                if found is not False:
+                    if found is not None:
+                        self._hot = pack
+                    return found
         return None
+
+    @staticmethod
+    def _look(pack: _Pack, binsha: bytes) -> tuple[bytes, bytes] | Literal[False] | None:
+        """The object from ``pack``; False if it is not there; None if it cannot be read
+        (damaged, closed or not understood: dulwich decides)."""
+        try:
+            off = pack.offset(binsha)
+            if off is None:
+                return False
+            kind, raw = pack.read(off)
+        except (ValueError, KeyError, IndexError, OverflowError, zlib.error):
+            return None
+        if hashlib.sha1(b"%s %d\0" % (kind, len(raw)) + raw).digest() != binsha:
+            return None
+        return kind, raw
 
     def _rescan(self) -> bool:
         """Map packs that appeared since the last scan; False if there is none new."""
@@ -313,7 +323,9 @@ class Packs:
                 return False
             for gone in [n for n in self._packs if n not in names]:
                 pack = self._packs.pop(gone)  # merged or repacked away: its objects are
-                if pack is not None:           # in a pack listed now (or in none needed)
+                if pack is self._hot:          # in a pack listed now (or in none needed)
+                    self._hot = None
+                if pack is not None:
                     with contextlib.suppress(BufferError):
                         pack.close()
             new = names - self._packs.keys()
