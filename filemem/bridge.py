@@ -33,6 +33,7 @@ INTERNAL_ERROR: Final = -32603
 PROTOCOL_ERROR: Final = -32000
 STORE_ERROR: Final = -32001  # busy, missing, cannot be created: not a protocol code
 log = logging.getLogger("filemem.bridge")
+_ID_JSON: Final = json.JSONEncoder(ensure_ascii=False).encode  # an id as json.dumps has it
 
 
 class ParamsError(Exception):
@@ -118,11 +119,11 @@ METHODS: Final[dict[str, Callable[[Provider, Any], Any]]] = {
 
 
 def _utf8_line(line: str) -> bytes | None:
-    """A message's JSON text as one UTF-8 line, or None if it holds a lone surrogate."""
+    """A message's JSON text and its newline as UTF-8, or None if it holds a lone surrogate."""
     # U+2028/2029 are legal in JSON but split lines in some readers
     line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     try:
-        return (line + "\n").encode("utf-8")
+        return line.encode("utf-8")
     except UnicodeEncodeError:
         return None
 
@@ -145,7 +146,7 @@ class Bridge:
     # ------------------------------------------------------------ wire
 
     def send(self, message: dict[str, Any]) -> None:
-        data = _utf8_line(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+        data = _utf8_line(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
         if data is None:  # a lone surrogate echoed from the host: \ud800 escapes
             data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
         self._write(data)
@@ -153,8 +154,8 @@ class Bridge:
     def _send_result(self, rid: Any, result: Encoded) -> None:
         """The bytes :meth:`send` makes of ``{"jsonrpc": "2.0", "id": rid, "result": ...}``,
         around a result already encoded."""
-        data = _utf8_line('{"jsonrpc":"2.0","id":' + json.dumps(rid, ensure_ascii=False)
-                          + ',"result":' + result.text + "}")
+        data = _utf8_line("".join(('{"jsonrpc":"2.0","id":', _ID_JSON(rid), ',"result":',
+                                   result.text, "}\n")))
         if data is None:
             self.send({"jsonrpc": "2.0", "id": rid, "result": json.loads(result.text)})
         else:

@@ -184,8 +184,7 @@ class GitRepo:
         during a rebase or bisect of that branch: then it is the branch they will move (reads
         serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
-            with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
-                content = f.read().strip()
+            content = atomic.read_small(os.path.join(self.git_dir, "HEAD")).strip()
         except FileNotFoundError:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
@@ -209,8 +208,7 @@ class GitRepo:
         """
         ref = self.head_ref()
         try:
-            with open(os.path.join(self.git_dir, *ref.split("/")), "rb") as f:
-                value = f.read().strip()
+            value = atomic.read_small(os.path.join(self.git_dir, *ref.split("/"))).strip()
             if len(value) == 40:
                 return value.decode()
         except (FileNotFoundError, IsADirectoryError):

@@ -131,4 +131,4 @@ class AuditTrail:
                 parts.extend(block.json(min(k, limit - len(parts))))
         else:
             parts = [block.json_at(i) for block, i in self._sorted(runs, limit)]
-        return "[" + ",".join(parts) + "]"
+        return "".join(("[", ",".join(parts), "]"))
