@@ -126,6 +126,42 @@ def test_the_fast_merge_is_the_straightforward_one(mixed_store: Path) -> None:
         assert p.audit_list(5) == merged(p, 5)
 
 
+def test_the_kept_walk_follows_every_move_of_head(
+        mixed_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One provider stays open (its walk of the history kept between calls) while HEAD
+    moves every way: writes on top, a person's commit, an amend, a merge, a reset."""
+    from filemem.store import auditwalk
+
+    monkeypatch.setattr(auditwalk, "KEPT_ROWS", 12)  # the bound, reached within the test
+    limits = [1, 2, 11, 12, 13, 30, 10_000]
+    with filemem.open_store(mixed_store, write_policy="auto", budgets=BIG) as p:
+        check_limits(p, limits)
+        for i in range(15):  # each on top of the HEAD last read
+            p.add({**UG, "text": f"on top {i}"}, ctx())
+            check_limits(p, limits)
+        p.add({**UG, "text": "one more on top"}, ctx())
+        assert p.audit_list(1)[0]["text"] == "one more on top"
+        walk = p.store.trail._walk  # bounded: the commits holding the newest 12 rows, no more
+        assert walk._rows - len(walk._blocks[-1].rows) < 12 <= walk._rows
+        git(mixed_store, "commit", "--allow-empty", "-q", "-m", "a person's commit on top")
+        check_limits(p, limits)
+        git(mixed_store, "commit", "--amend", "--allow-empty", "-q", "-m", "amended")
+        check_limits(p, limits)
+        side = git(mixed_store, "commit-tree", "HEAD~3^{tree}", "-p", "HEAD~3", "-m",
+                   "side").strip()
+        merge = git(mixed_store, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-p", side,
+                    "-m", "merge").strip()
+        git(mixed_store, "update-ref", "refs/heads/main", merge)
+        check_limits(p, limits)
+        assert p.audit_list(1)[0]["text"] == "merge"
+        p.add({**UG, "text": "after the merge"}, ctx())
+        check_limits(p, limits)
+        git(mixed_store, "reset", "-q", "--hard", "HEAD~2")
+        check_limits(p, limits)
+        assert "after the merge" not in [r["text"] for r in p.audit_list(10_000)]
+    assert_clean_repo(mixed_store)
+
+
 def test_bridge_bytes_are_the_in_process_rows_encoded(mixed_store: Path) -> None:
     b = BridgeProc(mixed_store, "--approval", "auto")
     try:

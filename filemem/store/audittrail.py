@@ -9,6 +9,7 @@ from typing import Final
 
 from filemem.files.gitrepo import CommitInfo, GitRepo
 from filemem.store.auditlog import Ledger, RowBlock, external_row, last_trailer_seq, parse_rows
+from filemem.store.auditwalk import Walk
 from filemem.types import AuditRow
 
 _CACHED_COMMITS: Final = 50_000
@@ -19,6 +20,7 @@ class AuditTrail:
         self.git = git
         self.ledger = ledger
         self._rows: dict[str, RowBlock] = {}  # commit sha -> its rows, newest first
+        self._walk = Walk(git, self._block)
 
     def last_seq(self, head: str) -> int:
         """The highest audit seq so far (the commit's last row, or the ledger's)."""
@@ -79,17 +81,9 @@ class AuditTrail:
         first rows can: commits newest first until they hold ``limit`` rows (of a block
         in seq order only its first ``limit`` can be among the newest ``limit``, so a
         seed's thousand rows are not all sorted), then the ledger's newest rows."""
-        runs: list[tuple[RowBlock, int]] = []
-        seen = 0
         head = self.git.head()
-        if head is not None:
-            for info in self.git.newest_first(head):
-                if seen >= limit:
-                    break
-                block = self._block(info)
-                seen += len(block.rows)
-                runs.append((block, min(len(block.rows), limit) if block.ordered
-                             else len(block.rows)))
+        runs = [(block, min(len(block.rows), limit) if block.ordered else len(block.rows))
+                for block in (self._walk.blocks(head, limit) if head is not None else ())]
         runs.extend((block, 1) for block in self.ledger.tail_blocks(limit))
         return runs
 
