@@ -231,3 +231,23 @@ def test_a_redaction_by_another_process_leaves_nothing_cached(tmp_path: Path) ->
         kept.close()
         b.kill()
     assert_clean_repo(store)
+
+
+def test_a_redaction_in_this_process_keeps_no_old_row_in_memory(tmp_path: Path) -> None:
+    from filemem.owner import redact
+
+    store = tmp_path / "store"
+    with filemem.open_store(store, create=True, write_policy="auto", budgets=BIG) as p:
+        p.add({**UG, "text": f"The CI token is {SECRET}, do not share"}, ctx())
+        p.query({"text": SECRET}, {"sessionId": "s1"})
+        p.add({**UG, "text": "Uses Python 3.11"}, ctx())
+        assert SECRET in p.audit_list_json(100)
+        redact.apply(p.store, text=SECRET)
+        trail = p.store.trail
+        kept = [r for block in trail._rows.values() for r in block.rows] + \
+            [block.rows[0] for block in trail.ledger._known.values()]
+        assert SECRET not in repr(kept)
+        text = p.audit_list_json(100)
+        assert SECRET not in text and MARKER in text
+        assert text == json.dumps(in_process(store, 100), ensure_ascii=False,
+                                  separators=(",", ":"))

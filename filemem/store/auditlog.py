@@ -282,6 +282,10 @@ class Ledger:
         finally:
             os.close(fd)
 
+    def forget(self) -> None:
+        """Drop the lines kept parsed (a redaction rewrote the ledger)."""
+        self._known.clear()
+
     def tail(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` rows, newest first (reads backwards from the end)."""
         return [block.rows[0].copy() for block in self.tail_blocks(limit)]

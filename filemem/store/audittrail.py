@@ -22,6 +22,12 @@ class AuditTrail:
         self._rows: dict[str, RowBlock] = {}  # commit sha -> its rows, newest first
         self._walk = Walk(git, self._block)
 
+    def forget(self) -> None:
+        """Drop what is kept in memory (a redaction: the old rows hold the old texts)."""
+        self._rows.clear()
+        self._walk = Walk(self.git, self._block)
+        self.ledger.forget()
+
     def last_seq(self, head: str) -> int:
         """The highest audit seq so far (the commit's last row, or the ledger's)."""
         return max(self._commit_last_seq(head), self.ledger.last_seq())
