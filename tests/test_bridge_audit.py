@@ -251,3 +251,38 @@ def test_a_redaction_in_this_process_keeps_no_old_row_in_memory(tmp_path: Path) 
         assert SECRET not in text and MARKER in text
         assert text == json.dumps(in_process(store, 100), ensure_ascii=False,
                                   separators=(",", ":"))
+
+
+def test_threads_encoding_the_same_rows_at_once_agree(tmp_path: Path) -> None:
+    """Rows are encoded when first asked for: threads asking at once (an MCP server's worker
+    threads) must each get exactly the one-thread answer."""
+    import sys
+    import threading
+
+    store = tmp_path / "store"
+    with filemem.open_store(store, create=True, write_policy="auto", budgets=BIG) as p:
+        p.seed([{**UW, "text": f"seeded {i} é"} for i in range(400)], ctx())
+    want = {n: json.dumps(in_process(store, n), ensure_ascii=False, separators=(",", ":"))
+            for n in (1, 50, 399, 400)}
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as Python allows
+    try:
+        for _ in range(5):
+            with filemem.open_store(store) as p:  # nothing encoded yet
+                got: list[tuple[int, str]] = []
+                start = threading.Barrier(8)
+
+                def ask(n: int, p: filemem.Provider = p, start: Any = start,
+                        got: list[tuple[int, str]] = got) -> None:
+                    start.wait()
+                    got.append((n, p.audit_list_json(n)))
+
+                threads = [threading.Thread(target=ask, args=(n,))
+                           for n in (400, 399, 50, 1) * 2]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                assert len(got) == 8 and all(text == want[n] for n, text in got)
+    finally:
+        sys.setswitchinterval(old)

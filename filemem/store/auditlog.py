@@ -38,6 +38,7 @@ import itertools
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
@@ -67,6 +68,7 @@ COUNTER_TIMEOUT: Final = 10.0
 _COUNTER_WIDTH: Final = 20
 _KNOWN_LINES: Final = 10_240  # ledger lines kept parsed (one auditList of the most rows)
 _ROW_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODING: Final = threading.Lock()  # taken only to encode rows not yet encoded
 
 
 def row(action: str, *, track: str | None = None, scope: str | None = None,
@@ -120,17 +122,22 @@ class RowBlock:
 
     def json(self, k: int) -> list[str]:
         """The JSON of the first ``k`` rows (a list to join; do not change it)."""
-        done = self._json
-        while len(done) < k:
-            done.append(row_json(self.rows[len(done)]))
+        done = self._encoded(k)
         return done if len(done) == k else done[:k]
 
     def json_at(self, i: int) -> str:
         """The JSON of row ``i``."""
+        return self._encoded(i + 1)[i]
+
+    def _encoded(self, k: int) -> list[str]:
+        """The JSON of at least the first ``k`` rows. Appended in order under a lock (two
+        threads must not both append row i); what is there can be read without it."""
         done = self._json
-        while len(done) <= i:
-            done.append(row_json(self.rows[len(done)]))
-        return done[i]
+        if len(done) < k:
+            with _ENCODING:
+                while len(done) < k:
+                    done.append(row_json(self.rows[len(done)]))
+        return done
 
 
 def one_line(text: str, limit: int = 72) -> str:
