@@ -4,7 +4,9 @@ made once and kept: checked over a store with a seed's many rows in one commit, 
 ledger rows between commits, commits made outside filemem, hand-made trailers out of seq
 order, texts with line separators, quotes and non-ASCII, and a lone surrogate (the bridge's
 ASCII fallback); and after `filemem redact` run by another process while the bridge (and an
-in-process provider) had the old rows cached: the redacted text never comes back.
+in-process provider) had the old rows cached: the redacted text never comes back. The walk
+of the history kept between calls is checked against the plain merge through every move of
+HEAD, and threads encoding the same rows at once against one thread's answer.
 """
 
 from __future__ import annotations
