@@ -33,6 +33,7 @@ INTERNAL_ERROR: Final = -32603
 PROTOCOL_ERROR: Final = -32000
 STORE_ERROR: Final = -32001  # busy, missing, cannot be created: not a protocol code
 log = logging.getLogger("filemem.bridge")
+_ID_JSON: Final = json.JSONEncoder(ensure_ascii=False).encode  # an id as json.dumps has it
 
 
 class ParamsError(Exception):
@@ -76,9 +77,20 @@ def _no_params(name: str) -> Callable[[Provider, Any], Any]:
     return call
 
 
+class Encoded:
+    """A result that is already JSON text (``json.dumps(result, ensure_ascii=False,
+    separators=(",", ":"))``): sent as it is, not decoded and encoded again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 def _audit_list(p: Provider, params: Any) -> Any:
     args = _params(params, (), ("limit",))
-    return p.audit_list(args.get("limit", 100))
+    # each row's JSON is made once and kept, not made again for every call
+    return Encoded(p.audit_list_json(args.get("limit", 100)))
 
 
 def _snapshot(p: Provider, params: Any) -> Any:
@@ -106,6 +118,16 @@ METHODS: Final[dict[str, Callable[[Provider, Any], Any]]] = {
 }
 
 
+def _utf8_line(line: str) -> bytes | None:
+    """A message's JSON text and its newline as UTF-8, or None if it holds a lone surrogate."""
+    # U+2028/2029 are legal in JSON but split lines in some readers
+    line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
 class Bridge:
     """One bridge session: a reader thread takes lines off ``stdin``; the calling thread
     answers requests in order and asks the host for approvals through the same pipe."""
@@ -124,15 +146,24 @@ class Bridge:
     # ------------------------------------------------------------ wire
 
     def send(self, message: dict[str, Any]) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-        # U+2028/2029 are legal in JSON but split lines in some readers
-        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-        try:
-            data = line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate echoed from the host: \ud800 escapes
-            data = json.dumps(message, separators=(",", ":")).encode("ascii")
+        data = _utf8_line(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+        if data is None:  # a lone surrogate echoed from the host: \ud800 escapes
+            data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        self._write(data)
+
+    def _send_result(self, rid: Any, result: Encoded) -> None:
+        """The bytes :meth:`send` makes of ``{"jsonrpc": "2.0", "id": rid, "result": ...}``,
+        around a result already encoded."""
+        data = _utf8_line("".join(('{"jsonrpc":"2.0","id":', _ID_JSON(rid), ',"result":',
+                                   result.text, "}\n")))
+        if data is None:
+            self.send({"jsonrpc": "2.0", "id": rid, "result": json.loads(result.text)})
+        else:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         with self._out_lock:
-            self.stdout.write(data + b"\n")
+            self.stdout.write(data)
             self.stdout.flush()
 
     def _error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
@@ -243,7 +274,11 @@ class Bridge:
             if not notification:
                 self._error(rid, INTERNAL_ERROR, f"{method} failed: {exc}")
             return
-        if not notification:
+        if notification:
+            return
+        if isinstance(result, Encoded):
+            self._send_result(rid, result)
+        else:
             self.send({"jsonrpc": "2.0", "id": rid, "result": result})
 
     def serve(self) -> int:

@@ -356,6 +356,13 @@ class Provider:
 
     auditList = audit_list
 
+    def audit_list_json(self, limit: Any = AUDIT_LIMIT_DEFAULT) -> str:
+        """:meth:`audit_list` as JSON text: exactly ``json.dumps(rows, ensure_ascii=False,
+        separators=(",", ":"))``, joined from each row's encoding, made once per row (rows
+        never change; a redaction makes new ones), for surfaces that send the list as JSON."""
+        n = query_mod.positive_int(limit) or AUDIT_LIMIT_DEFAULT
+        return self.store.trail.newest_json(min(n, AUDIT_LIMIT_MAX))
+
     def export(self) -> dict[str, Any]:
         """The ``memory-export-v1`` envelope of every entry (read-only, nothing recorded)."""
         state = self.store.checked()

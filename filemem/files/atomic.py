@@ -65,6 +65,21 @@ def read_nofollow(path: str) -> bytes:
         return f.read()
 
 
+def read_small(path: str) -> bytes:
+    """A small file's bytes (a ref, HEAD) by ``os.open`` and ``os.read``: microseconds less
+    than ``open()``, which builds a buffered file object; HEAD is read before every read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, 4096)
+        if len(data) < 4096:  # a regular file read short has ended: no second call
+            return data
+        while chunk := os.read(fd, 65536):  # regular files end with an empty read
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd``: ``os.write`` may write fewer bytes than asked (a
     signal, a pipe, a nearly full disk); a write of nothing raises ENOSPC, as does a full

@@ -177,7 +177,7 @@ class GitRepo:
         during a rebase or bisect of that branch: then it is the branch they will move (reads
         serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
-            content = _read_small(os.path.join(self.git_dir, "HEAD")).strip()
+            content = atomic.read_small(os.path.join(self.git_dir, "HEAD")).strip()
         except FileNotFoundError:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
@@ -201,7 +201,7 @@ class GitRepo:
         """
         ref = self.head_ref()
         try:
-            value = _read_small(os.path.join(self.git_dir, *ref.split("/"))).strip()
+            value = atomic.read_small(os.path.join(self.git_dir, *ref.split("/"))).strip()
             if len(value) == 40:
                 return value.decode()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -483,23 +483,6 @@ class GitRepo:
 
 
 _V = TypeVar("_V")
-
-
-def _read_small(path: str) -> bytes:
-    """A small file's bytes in three system calls (a ref, HEAD: read several times a
-    write; Python's buffered open adds fstat, lseek and ioctl calls to each)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.read(fd, 4096)
-        if len(data) < 4096:
-            return data
-        chunks = [data]
-        while data:
-            data = os.read(fd, 1 << 16)
-            chunks.append(data)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _remember(cache: dict[str, _V], key: str, value: _V) -> _V:

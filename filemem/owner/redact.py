@@ -218,6 +218,7 @@ def apply(store: Store, entry_id: str | None = None, text: str | None = None) ->
         size = _size(store.ledger.path)
         redactstage.forget_old_history(store)
         _late_rows(store, p.needles, size)
+        store.trail.forget()  # the late rows' old lines, read while numbering them
         redactstage.clear(store)
         store.journal.clear()
     return result

@@ -34,9 +34,11 @@ meanwhile comes after them (a commit that then fails leaves a gap, never a dupli
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
@@ -64,6 +66,9 @@ LEDGER_NAME: Final = "audit.jsonl"
 COUNTER_NAME: Final = "ledger.lock"
 COUNTER_TIMEOUT: Final = 10.0
 _COUNTER_WIDTH: Final = 20
+_KNOWN_LINES: Final = 10_240  # ledger lines kept parsed (one auditList of the most rows)
+_ROW_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODING: Final = threading.Lock()  # taken only to encode rows not yet encoded
 
 
 def row(action: str, *, track: str | None = None, scope: str | None = None,
@@ -91,6 +96,48 @@ def _encode_value(key: str, value: Any) -> str:
     if key != "text" and _PLAIN_VALUE.match(text):
         return text
     return _json_line(text)
+
+
+def row_json(r: AuditRow) -> str:
+    """A row as compact JSON, not ASCII-escaped: what ``json.dumps(r, ensure_ascii=False,
+    separators=(",", ":"))`` gives, so a list of rows is these joined with commas."""
+    return _ROW_JSON(r)
+
+
+class RowBlock:
+    """Audit rows from one place (a commit, a ledger line), newest first, each encoded as
+    JSON once, when first asked for. A block is cached by what fixes its rows (a commit's
+    sha, a ledger line's bytes), so its JSON can never be stale: a redaction makes new
+    commits and new lines. Its rows are shared: copy one before changing it."""
+
+    __slots__ = ("_json", "ordered", "rows")
+
+    def __init__(self, rows: list[AuditRow]) -> None:
+        self.rows = rows
+        # newest first by seq, as filemem numbers them: then only its first n rows can be
+        # among the newest n of a merge (hand-made trailers may be in any order)
+        self.ordered = all(isinstance(r["seq"], int) for r in rows) and \
+            all(a["seq"] >= b["seq"] for a, b in itertools.pairwise(rows))
+        self._json: list[str] = []  # the first rows' JSON: rows are read from the newest
+
+    def json(self, k: int) -> list[str]:
+        """The JSON of the first ``k`` rows (a list to join; do not change it)."""
+        done = self._encoded(k)
+        return done if len(done) == k else done[:k]
+
+    def json_at(self, i: int) -> str:
+        """The JSON of row ``i``."""
+        return self._encoded(i + 1)[i]
+
+    def _encoded(self, k: int) -> list[str]:
+        """The JSON of at least the first ``k`` rows. Appended in order under a lock (two
+        threads must not both append row i); what is there can be read without it."""
+        done = self._json
+        if len(done) < k:
+            with _ENCODING:
+                while len(done) < k:
+                    done.append(row_json(self.rows[len(done)]))
+        return done
 
 
 def one_line(text: str, limit: int = 72) -> str:
@@ -195,6 +242,7 @@ class Ledger:
     def __init__(self, meta_dir: str) -> None:
         self.path = os.path.join(meta_dir, LEDGER_NAME)
         self.counter_path = os.path.join(meta_dir, COUNTER_NAME)
+        self._known: dict[bytes, RowBlock] = {}  # a line -> its row: keyed by content
 
     @contextlib.contextmanager
     def numbering(self, floor: Callable[[], int]) -> Iterator[Callable[[AuditRow], None]]:
@@ -244,8 +292,7 @@ class Ledger:
             raise linked(self.path) from None
 
     def append(self, rows: list[AuditRow]) -> None:
-        data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
-                       for r in rows).encode("utf-8")
+        data = "".join(row_json(r) + "\n" for r in rows).encode("utf-8")
         fd = self._open(os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             size = os.fstat(fd).st_size
@@ -255,8 +302,17 @@ class Ledger:
         finally:
             os.close(fd)
 
+    def forget(self) -> None:
+        """Drop the lines kept parsed (a redaction rewrote the ledger)."""
+        self._known.clear()
+
     def tail(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` rows, newest first (reads backwards from the end)."""
+        return [block.rows[0].copy() for block in self.tail_blocks(limit)]
+
+    def tail_blocks(self, limit: int) -> list[RowBlock]:
+        """The newest ``limit`` rows as blocks of one row each, newest first. A line read
+        before is not parsed again: its block is looked up by the line's bytes."""
         if not os.path.lexists(self.path):
             return []
         with os.fdopen(self._open(os.O_RDONLY), "rb") as f:
@@ -274,16 +330,24 @@ class Ledger:
         lines = data.split(b"\n")
         if pos > 0:
             lines = lines[1:]  # the first piece may be a partial line
-        out: list[AuditRow] = []
+        out: list[RowBlock] = []
+        known = self._known
         for line in reversed(lines):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue  # a torn last line from a killed process: skip it
-            if isinstance(value, dict):
-                out.append(cast(AuditRow, {k: value.get(k) for k in ROW_FIELDS}))
+            block = known.get(line)
+            if block is None:
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line from a killed process: skip it
+                if not isinstance(value, dict):
+                    continue
+                block = RowBlock([cast(AuditRow, {k: value.get(k) for k in ROW_FIELDS})])
+                if len(known) >= _KNOWN_LINES:
+                    known.clear()
+                known[line] = block
+            out.append(block)
             if len(out) >= limit:
                 break
         return out

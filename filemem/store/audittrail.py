@@ -1,13 +1,15 @@
 """The audit trail as ``auditList`` reads it: the rows in commits' trailers (cached per
 commit), a row of its own for each commit made outside filemem, and the read-side ledger,
-merged newest first by ``seq``."""
+merged newest first by ``seq``. Each row is encoded as JSON once (:class:`RowBlock`), for
+the surfaces that send the list as JSON."""
 
 from __future__ import annotations
 
 from typing import Final
 
 from filemem.files.gitrepo import CommitInfo, GitRepo
-from filemem.store.auditlog import Ledger, external_row, last_trailer_seq, parse_rows
+from filemem.store.auditlog import Ledger, RowBlock, external_row, last_trailer_seq, parse_rows
+from filemem.store.auditwalk import Walk
 from filemem.types import AuditRow
 
 _CACHED_COMMITS: Final = 50_000
@@ -17,7 +19,14 @@ class AuditTrail:
     def __init__(self, git: GitRepo, ledger: Ledger) -> None:
         self.git = git
         self.ledger = ledger
-        self._rows: dict[str, list[AuditRow]] = {}  # commit sha -> its rows, newest first
+        self._rows: dict[str, RowBlock] = {}  # commit sha -> its rows, newest first
+        self._walk = Walk(git, self._block)
+
+    def forget(self) -> None:
+        """Drop what is kept in memory (a redaction: the old rows hold the old texts)."""
+        self._rows.clear()
+        self._walk = Walk(self.git, self._block)
+        self.ledger.forget()
 
     def last_seq(self, head: str) -> int:
         """The highest audit seq so far (the commit's last row, or the ledger's)."""
@@ -33,7 +42,7 @@ class AuditTrail:
         while current is not None:
             cached = self._rows.get(current)
             if cached is not None:
-                base = int(cached[0]["seq"])
+                base = int(cached.rows[0]["seq"])
                 break
             info = self.git.commit(current)
             seq = last_trailer_seq(info.message)
@@ -48,9 +57,12 @@ class AuditTrail:
 
     def commit_rows(self, info: CommitInfo, after_seq: int | None = None) -> list[AuditRow]:
         """The audit rows a commit carries, newest first (a row of its own for a commit
-        made outside filemem, ordered after its parents)."""
-        rows = self._rows.get(info.sha)
-        if rows is None:
+        made outside filemem, ordered after its parents). Shared: copy before changing."""
+        return self._block(info, after_seq).rows
+
+    def _block(self, info: CommitInfo, after_seq: int | None = None) -> RowBlock:
+        block = self._rows.get(info.sha)
+        if block is None:
             try:
                 parsed = parse_rows(info.message)
                 problem = None
@@ -67,18 +79,56 @@ class AuditTrail:
                 rows = [ext]
             if len(self._rows) > _CACHED_COMMITS:
                 self._rows.clear()
-            self._rows[info.sha] = rows
-        return rows
+            block = self._rows[info.sha] = RowBlock(rows)
+        return block
+
+    def _runs(self, limit: int) -> list[tuple[RowBlock, int]]:
+        """The blocks that can hold the newest ``limit`` rows, each with how many of its
+        first rows can: commits newest first until they hold ``limit`` rows (of a block
+        in seq order only its first ``limit`` can be among the newest ``limit``, so a
+        seed's thousand rows are not all sorted), then the ledger's newest rows."""
+        head = self.git.head()
+        runs = [(block, min(len(block.rows), limit) if block.ordered else len(block.rows))
+                for block in (self._walk.blocks(head, limit) if head is not None else ())]
+        runs.extend((block, 1) for block in self.ledger.tail_blocks(limit))
+        return runs
+
+    @staticmethod
+    def _in_order(runs: list[tuple[RowBlock, int]]) -> bool:
+        """Whether the runs, one after the other, are already newest first (a big commit
+        newest, or commits in time order with no ledger row between): no sort needed."""
+        last: int | None = None
+        for block, k in runs:
+            if not block.ordered or (last is not None and block.rows[0]["seq"] > last):
+                return False
+            last = block.rows[k - 1]["seq"]
+        return True
+
+    @staticmethod
+    def _sorted(runs: list[tuple[RowBlock, int]], limit: int) -> list[tuple[RowBlock, int]]:
+        """The newest ``limit`` rows of ``runs``, newest first, as (block, place)."""
+        picked = [(block, i) for block, k in runs for i in range(k)]
+        picked.sort(key=lambda p: p[0].rows[p[1]]["seq"], reverse=True)  # stable: ties
+        return picked[:limit]                                             # keep this order
 
     def newest(self, limit: int) -> list[AuditRow]:
         """The newest ``limit`` audit rows across history and the ledger, newest first."""
-        rows: list[AuditRow] = []
-        head = self.git.head()
-        if head is not None:
-            for info in self.git.newest_first(head):
-                if len(rows) >= limit:
-                    break
-                rows.extend(self.commit_rows(info))
-        rows.extend(self.ledger.tail(limit))
-        rows.sort(key=lambda r: r["seq"], reverse=True)
-        return [r.copy() for r in rows[:limit]]
+        runs = self._runs(limit)
+        if self._in_order(runs):
+            out: list[AuditRow] = []
+            for block, k in runs:
+                out.extend(r.copy() for r in block.rows[:min(k, limit - len(out))])
+            return out
+        return [block.rows[i].copy() for block, i in self._sorted(runs, limit)]
+
+    def newest_json(self, limit: int) -> str:
+        """:meth:`newest` as the JSON text ``json.dumps(rows, ensure_ascii=False,
+        separators=(",", ":"))`` gives, joined from each row's JSON, made once."""
+        runs = self._runs(limit)
+        parts: list[str] = []
+        if self._in_order(runs):
+            for block, k in runs:
+                parts.extend(block.json(min(k, limit - len(parts))))
+        else:
+            parts = [block.json_at(i) for block, i in self._sorted(runs, limit)]
+        return "".join(("[", ",".join(parts), "]"))

@@ -92,7 +92,7 @@ def finish_local(store: Store, manifest: dict[str, Any]) -> None:
 def drop_cache(store: Store) -> None:
     """Every cache in ``.filemem/cache/`` goes (each is rebuilt from git when missing): the
     view cache holds the texts of entries as they were, and any memo of commits names
-    commits that no longer exist."""
+    commits that no longer exist; so do the audit rows kept in memory."""
     folder = os.path.dirname(store._cache.path)
     for name in os.listdir(folder) if os.path.isdir(folder) else ():
         path = os.path.join(folder, name)
@@ -101,6 +101,7 @@ def drop_cache(store: Store) -> None:
                 os.unlink(path)
     store._parsed.clear()
     store._state = None
+    store.trail.forget()
 
 
 def forget_old_history(store: Store) -> None:
