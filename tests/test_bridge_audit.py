@@ -249,6 +249,8 @@ def test_a_redaction_in_this_process_keeps_no_old_row_in_memory(tmp_path: Path) 
         kept = [r for block in trail._rows.values() for r in block.rows] + \
             [block.rows[0] for block in trail.ledger._known.values()]
         assert SECRET not in repr(kept)
+        git_repo = p.store.git  # nor the commits and trees parsed before it
+        assert SECRET not in repr(list(git_repo._commits.values()))
         text = p.audit_list_json(100)
         assert SECRET not in text and MARKER in text
         assert text == json.dumps(in_process(store, 100), ensure_ascii=False,

@@ -170,6 +170,12 @@ class GitRepo:
             self._repo.close()
             self._repo = None
 
+    def forget(self) -> None:
+        """Drop the parsed trees and commits kept in memory (after a redaction: they hold
+        old texts and messages)."""
+        self._trees.clear()
+        self._commits.clear()
+
     # ------------------------------------------------------------ refs
 
     def head_ref(self) -> str:

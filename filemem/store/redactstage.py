@@ -102,6 +102,7 @@ def drop_cache(store: Store) -> None:
     store._parsed.clear()
     store._state = None
     store.trail.forget()
+    store.git.forget()
 
 
 def forget_old_history(store: Store) -> None:
