@@ -234,9 +234,12 @@ class GitRepo:
         raises GitOperationInProgress under the lock: nothing is committed on top of one."""
         ref = self.head_ref()
         path = os.path.join(self.git_dir, *ref.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
-            lock = atomic.LockFile(path, durable=durable)
+            try:
+                lock = atomic.LockFile(path, durable=durable)
+            except FileNotFoundError:  # refs/heads/ not there (yet)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                lock = atomic.LockFile(path, durable=durable)
         except atomic.Locked:
             raise RefLocked(path + ".lock") from None
         with lock:
@@ -256,9 +259,15 @@ class GitRepo:
         for name in (ref, "HEAD"):
             log = os.path.join(self.git_dir, "logs", *name.split("/"))
             with contextlib.suppress(OSError):
-                os.makedirs(os.path.dirname(log), exist_ok=True)
-                with open(log, "ab") as f:
-                    f.write(line)
+                try:
+                    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+                except FileNotFoundError:  # logs/... not there (yet)
+                    os.makedirs(os.path.dirname(log), exist_ok=True)
+                    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+                try:
+                    atomic.write_all(fd, line)
+                finally:
+                    os.close(fd)
 
     # ------------------------------------------------------------ reading
 

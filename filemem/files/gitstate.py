@@ -70,6 +70,10 @@ class Unfinished:
         return _WAYS_OUT[self.kind]
 
 
+_MARKERS: Final = frozenset({"rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD",
+                             "REVERT_HEAD", "sequencer", "BISECT_START"})
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
@@ -79,8 +83,15 @@ def _read(path: str) -> str | None:
 
 
 def unfinished(git_dir: str) -> Unfinished | None:
-    """The git operation that stopped half way in ``git_dir``, or None. A few ``stat``
-    calls: cheap enough for every write. The order is git's own (``git status``)."""
+    """The git operation that stopped half way in ``git_dir``, or None. One listing of
+    ``.git`` says whether any of its markers is there (asked twice a write); then a few
+    ``stat`` calls, in git's own order (``git status``)."""
+    try:
+        names = set(os.listdir(git_dir))
+    except OSError:
+        names = None
+    if names is not None and names.isdisjoint(_MARKERS):
+        return None
     apply = os.path.join(git_dir, "rebase-apply")
     if os.path.isdir(apply):
         if os.path.exists(os.path.join(apply, "applying")):
