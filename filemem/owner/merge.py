@@ -43,6 +43,7 @@ from filemem.files import codec
 from filemem.files.gitrepo import BRANCH, CommitInfo, GitRepo, PendingObjects
 from filemem.files.layout import entry_path, id_from_path, is_entry_path
 from filemem.model import Entry, iso_ms
+from filemem.owner import gitwalk
 from filemem.owner.filemerge import KeyConflict, Prefer, merge_yaml, same, shown, three_way
 from filemem.store.auditlog import row
 from filemem.store.names import CONFIG_FILE
@@ -92,10 +93,14 @@ def merge_base(git: GitRepo, ours: str, theirs: str) -> str | None:
     it, and then answers both, oldest first. So bases that are ancestors of another base
     are dropped (git's remove_redundant): a fast-forward stays one, and a merge is
     three-way against the nearest base, not an older one."""
-    from dulwich.graph import find_merge_base
+    found = gitwalk.merge_bases(git, ours, theirs)  # git's answer, when git is on PATH
+    if found is None:
+        from dulwich.graph import find_merge_base
 
-    shas: list[Any] = [ours.encode(), theirs.encode()]
-    found = [b.decode() for b in find_merge_base(git.repo, shas)]
+        shas: list[Any] = [ours.encode(), theirs.encode()]
+        found = [b.decode() for b in find_merge_base(git.repo, shas)]
+    else:  # in dulwich's order: oldest first
+        found.sort(key=lambda sha: (git.commit(sha).time, sha))
     bases = [b for b in found if not _reaches(git, b, [o for o in found if o != b])]
     return bases[0] if bases else None
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from filemem.errors import SyncError
 from filemem.files.gitrepo import GitRepo
+from filemem.owner import gitwalk
 from filemem.owner.merge import merge_base
 from filemem.owner.remotes import Remote, remote_head
 from filemem.store import redactstage
@@ -42,16 +43,23 @@ class Record:
 
 
 def _records(git: GitRepo, include: str, exclude: str | None) -> list[Record]:
-    """The redaction records among the commits of ``include`` not in ``exclude``."""
-    repo: Any = git.repo
+    """The redaction records among the commits of ``include`` not in ``exclude``, newest
+    first (by ``git rev-list`` when it can: a sync bringing 10,000 commits spent 4 s here
+    in dulwich's walk)."""
+    shas = gitwalk.grep(git, include, exclude, _MARK.strip("\n"))
+    if shas is not None:
+        found = [(sha, git.commit(sha).message) for sha in shas]
+    else:
+        repo: Any = git.repo
+        walker = repo.get_walker(include=[include.encode()],
+                                 exclude=[exclude.encode()] if exclude else None)
+        found = [(e.commit.id.decode(), e.commit.message.decode("utf-8", "replace"))
+                 for e in walker]
     out = []
-    walker = repo.get_walker(include=[include.encode()],
-                             exclude=[exclude.encode()] if exclude else None)
-    for entry in walker:
-        message = entry.commit.message.decode("utf-8", "replace")
+    for sha, message in found:
         if _MARK not in message:
             continue
-        rec = Record(entry.commit.id.decode())
+        rec = Record(sha)
         for line in message.split("\n"):
             key, _, value = line.partition(": ")
             if key == "Redacted-Ref" and len(value.split()) == 3:

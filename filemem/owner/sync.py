@@ -62,7 +62,7 @@ from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.layout import check_tree_path, id_from_path, is_entry_path, path_problem
 from filemem.files.treecheck import first_bad_path
-from filemem.owner import handedits, redactsync
+from filemem.owner import gitwalk, handedits, redactsync
 from filemem.owner.filemerge import PREFER, KeyConflict, Prefer, shown
 from filemem.owner.merge import SOURCE, Conflict, Plan, merge_base, plan_merge
 from filemem.owner.remotes import (
@@ -256,6 +256,9 @@ def _sync_lock(store: Store) -> Iterator[None]:
 
 def _count(git: GitRepo, include: str, exclude: str | None) -> int:
     """Commits reachable from ``include`` but not from ``exclude``."""
+    counted = gitwalk.count(git, include, exclude)
+    if counted is not None:
+        return counted
     repo: Any = git.repo
     walker = repo.get_walker(include=[include.encode()],
                              exclude=[exclude.encode()] if exclude else None)
