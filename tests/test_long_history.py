@@ -243,6 +243,21 @@ def test_each_writes_pack_is_merged_and_the_packs_stay_few(
     assert len(p.list_entries()) == 60
 
 
+def test_one_write_per_process_still_merges_small_packs(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI command writes once and exits: each open store checks on its first commit."""
+    monkeypatch.setattr(packwrite, "MERGE_AT", 4)
+    git_dir = str(store_path / ".git")
+    counts = []
+    for i in range(12):
+        with filemem.open_store(store_path, create=True, write_policy="auto",
+                                budgets=BIG) as p:
+            p.add({**UG, "text": f"fact {i}"}, ctx())
+        counts.append(len(packwrite.small_packs(git_dir)))
+    assert max(counts) <= 4 and min(counts[3:]) < 4, counts
+    assert_clean_repo(store_path)
+
+
 def test_loose_objects_are_packed_on_a_geometric_schedule(p: filemem.Provider,
                                                           store_path: Path) -> None:
     """Loose objects (a replay after a restart writes them loose; so does git) go into a

@@ -1,8 +1,9 @@
 """When a store's writes tidy its object store: the schedule, per open store.
 
-Each write adds one small pack (:mod:`filemem.files.packwrite`). Every
-:data:`MERGE_CHECK_EVERY` commits the small packs are counted and, once there are enough,
-merged; every :data:`PACK_CHECK_EVERY` commits ``git repack`` is considered
+Each write adds one small pack (:mod:`filemem.files.packwrite`). On an open store's first
+commit (a CLI command writes once and exits) and every :data:`MERGE_CHECK_EVERY` commits
+after, the small packs are counted and, once there are enough, merged; on the first and
+every :data:`PACK_CHECK_EVERY` commits ``git repack`` is considered
 (:mod:`filemem.files.packing`). A killed write's half-made pack is removed by the first
 write of an open store, and again at each merge check: a listdir, kept off every write.
 """
@@ -24,7 +25,9 @@ MERGE_CHECK_EVERY: Final = 16  # commits between checks for small packs to merge
 
 @dataclass
 class PackSchedule:
-    commits: int = PACK_CHECK_EVERY  # check on the first commit
+    # both checked on an open store's first commit (a CLI command writes once and exits)
+    commits: int = PACK_CHECK_EVERY
+    since_merge_check: int = MERGE_CHECK_EVERY
     temp_unchecked: bool = True
 
     def before_write(self, git: GitRepo) -> None:
@@ -36,7 +39,9 @@ class PackSchedule:
     def after_commit(self, git: GitRepo, wal: Wal) -> None:
         """Under the store lock, after a commit: merge small packs, or repack, if due."""
         self.commits += 1
-        if self.commits % MERGE_CHECK_EVERY == 0:
+        self.since_merge_check += 1
+        if self.since_merge_check >= MERGE_CHECK_EVERY:
+            self.since_merge_check = 0
             self.temp_unchecked = True
             if packwrite.merge_due(git.git_dir):
                 packwrite.merge_small(git.git_dir)
