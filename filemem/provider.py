@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar, cast
 from filemem import approval, errors
 from filemem.approval import ApprovalRequest, Decision, Gate
 from filemem.config import Config
-from filemem.model import DEFAULT_SOURCE, Entry, now_ms, visible
+from filemem.model import DEFAULT_SOURCE, Entry, check_unicode, now_ms, visible
 from filemem.ops import Core, Operation, Prepared, operation
 from filemem.ops.base import obj
 from filemem.rules import budgets, envelope, snapshot
@@ -297,6 +297,11 @@ class Provider:
         """Search entries; bumps the recall counters of the returned page."""
         filt = obj(filter or {}, "query filter")
         opts = obj(opts or {}, "query options")
+        for what, value in (("filter.text", filt.get("text")), ("filter.track", filt.get("track")),
+                            ("filter.scope", filt.get("scope")),
+                            ("opts.sessionId", opts.get("sessionId"))):
+            if isinstance(value, str):  # before the recall bump: a row with it cannot be kept
+                check_unicode(value, what)
         state = self.store.checked()
         cfg = self.config(state)
         recall = self.store.recall

@@ -344,3 +344,22 @@ def test_one_recalled_row_per_query_newest_first(provider: filemem.Provider) -> 
     assert [r["text"] for r in rows] == ["q2", "q1", "q0"]
     assert [r["sessionId"] for r in rows] == ["s2", "s1", "s0"]
     assert rows[0]["seq"] > rows[1]["seq"] > rows[2]["seq"]
+
+
+@pytest.mark.parametrize(("filt", "opts"), [
+    ({"text": "x\ud800"}, {"sessionId": "s"}),
+    ({"text": "x"}, {"sessionId": "s\udfff"}),
+    ({**UG, "text": "x\ud800"}, {}),
+])
+def test_a_lone_surrogate_in_a_query_is_invalid_input_and_changes_nothing(
+        make_provider: MakeProvider, store_path: Path, filt: dict[str, Any],
+        opts: dict[str, Any]) -> None:
+    p = make_provider()
+    p.add({**UG, "text": "x marks the spot"}, ctx())
+    ledger = store_path / ".filemem" / "audit.jsonl"
+    before = ledger.read_bytes() if ledger.exists() else b""
+    with pytest.raises(filemem.ProtocolError) as caught:
+        p.query(filt, opts)
+    assert caught.value.code == "INVALID_INPUT" and "lone surrogate" in caught.value.message
+    assert counts(p) == {"x marks the spot": 0}  # no recall bump
+    assert (ledger.read_bytes() if ledger.exists() else b"") == before
