@@ -337,3 +337,27 @@ def test_a_batchs_pack_is_fsynced_and_its_record_holds_only_the_move(
     with open_store(store_path) as p:
         assert len(texts(p)) == 81
     assert_clean_repo(store_path)
+
+
+def test_a_full_disk_at_the_settle_mark_leaves_the_write_standing(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write happened before its mark: a disk that fills up just then is no error to
+    the caller; the record stays unsettled until the next write settles it."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    real = wal.Wal.settle
+
+    def full(self: wal.Wal) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(wal.Wal, "settle", full)
+    p.add({**UG, "text": "two"}, ctx())  # no error: the commit stands
+    monkeypatch.setattr(wal.Wal, "settle", real)
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    assert log.unsettled() is not None
+    assert texts(p) == ["one", "two"]
+    assert git(store_path, "status", "--porcelain") == ""
+    p.add({**UG, "text": "three"}, ctx())
+    assert log.unsettled() is None and texts(p) == ["one", "three", "two"]
+    p.close()
+    assert_clean_repo(store_path)

@@ -131,7 +131,7 @@ class Transaction:
                     lock)
         finally:  # settled once mirrored, or once sure the branch never moved
             if logged and (mirrored or (not moved and self._branch_not_at(commit))):
-                store.wal.settle()
+                self._settle(commit)
         if wal_size > CHECKPOINT_BYTES:
             store.wal.checkpoint(git)
         if evolve_with is not None:
@@ -168,6 +168,16 @@ class Transaction:
             self._mirror(target, changes, blobs,
                          {p for p, old in head_blobs.items() if old is None}, lock)
         self.state = store.state()
+
+    def _settle(self, commit: str) -> None:
+        """Mark the log's record done. If that fails (a disk that just filled up), the
+        write still stands: the record stays unsettled and the next write or open finds
+        the working tree already in step and settles it."""
+        try:
+            self.store.wal.settle()
+        except OSError as exc:
+            log.warning("filemem: commit %s is written, but marking it done in the "
+                        "write-ahead log failed (%s); the next write will", commit, exc)
 
     def _branch_not_at(self, commit: str) -> bool:
         try:
