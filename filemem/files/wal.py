@@ -134,19 +134,15 @@ class Wal:
         except FileNotFoundError:
             return False
         try:
-            head = os.pread(fd, HEADER_SIZE, 0)
             size = os.fstat(fd).st_size
             if size <= HEADER_SIZE:
                 return False
             boot = boot_id()
-            if boot is None or head != _header(boot):
+            if boot is None or os.pread(fd, HEADER_SIZE, 0) != _header(boot):
                 return True  # another boot's records (or a torn header): replay them
-            if not _ends_whole(fd, size):
-                return self.unsettled() is not None
-            payload = _last_payload(fd, size)
+            return self._last_unsettled(fd, size) is not None
         finally:
             os.close(fd)
-        return payload not in (None, SETTLED)
 
     def stale(self) -> bool:
         """Whether the log holds records from another boot (a crash may have lost files)."""
@@ -208,14 +204,15 @@ class Wal:
             return None
         try:
             size = os.fstat(fd).st_size
-            if size <= HEADER_SIZE:
-                return None
-            if not _ends_whole(fd, size):  # a cut append: the write it began never moved
-                records, settled = self._parse()[0::2]
-                return records[-1] if records and not settled else None
-            payload = _last_payload(fd, size)
+            return self._last_unsettled(fd, size) if size > HEADER_SIZE else None
         finally:
             os.close(fd)
+
+    def _last_unsettled(self, fd: int, size: int) -> WalRecord | None:
+        if not _ends_whole(fd, size):  # a cut append: the write it began never moved
+            records, _end, settled = self._parse()
+            return records[-1] if records and not settled else None
+        payload = _last_payload(fd, size)
         if payload is None or payload == SETTLED:
             return None
         try:
