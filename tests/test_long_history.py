@@ -258,6 +258,23 @@ def test_one_write_per_process_still_merges_small_packs(
     assert_clean_repo(store_path)
 
 
+def test_a_merge_that_fails_leaves_the_write_standing(
+        p: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Merging small packs is housekeeping after the commit: a damaged small pack (or a
+    full disk) there is a warning, and the write stands."""
+    monkeypatch.setattr(packwrite, "MERGE_AT", 2)
+    monkeypatch.setattr("filemem.store.packschedule.MERGE_CHECK_EVERY", 1)
+
+    def damaged(git_dir: str) -> int:
+        raise ValueError("object 00 in pack-00 is damaged")
+
+    monkeypatch.setattr(packwrite, "merge_small", damaged)
+    for i in range(3):
+        p.add({**UG, "text": f"fact {i}"}, ctx())
+    assert sorted(e["text"] for e in p.list_entries()) == ["fact 0", "fact 1", "fact 2"]
+    assert_clean_repo(store_path)
+
+
 def test_loose_objects_are_packed_on_a_geometric_schedule(p: filemem.Provider,
                                                           store_path: Path) -> None:
     """Loose objects (a replay after a restart writes them loose; so does git) go into a

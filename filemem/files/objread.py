@@ -28,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Final, Literal
 
-_KINDS: Final = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+KINDS: Final = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _OFS_DELTA: Final = 6
 _REF_DELTA: Final = 7
 _IDX_MAGIC: Final = b"\xfftOc\x00\x00\x00\x02"  # index version 2
@@ -51,7 +51,7 @@ def loose(git_dir: str, sha: str) -> tuple[bytes, bytes] | str | None:
         return f"its file {name} is not a git object ({exc})"
     header, sep, raw = data.partition(b"\0")
     found = header.split(b" ", 1)[0]
-    if sep and found in _KINDS.values():
+    if sep and found in KINDS.values():
         return found, raw
     return f"its file {name} is not a git object"
 
@@ -120,9 +120,9 @@ class _Pack:
                 kind, raw = hit
                 break
             code, size, pos = self._header(off)
-            if code in _KINDS:
+            if code in KINDS:
                 raw = self._inflate(pos, size)
-                kind = _KINDS[code]
+                kind = KINDS[code]
                 break
             if len(deltas) >= _MAX_CHAIN:
                 raise ValueError("delta chain too long")
@@ -246,7 +246,7 @@ def pack_entries(base: str) -> Iterator[tuple[str, bytes | None, tuple[bytes, by
         ends = [off for off, _i in entries[1:]] + [len(pack.data) - 20]
         for (off, i), end in zip(entries, ends, strict=True):
             binsha = pack.shas[i]
-            if pack._header(off)[0] in _KINDS:
+            if pack._header(off)[0] in KINDS:
                 chunk = pack.data[off:end]
                 want = int.from_bytes(pack.idx[crcs + 4 * i:crcs + 4 * i + 4], "big")
                 if zlib.crc32(chunk) != want:

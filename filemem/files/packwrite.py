@@ -26,7 +26,7 @@ from typing import Final
 from filemem.files import atomic, modes, objread
 
 Obj = tuple[str, bytes, bytes]  # sha, kind, raw content
-TYPE_NUM: Final = {b"commit": 1, b"tree": 2, b"blob": 3}
+TYPE_NUM: Final = {kind: num for num, kind in objread.KINDS.items()}  # pack entry types
 SMALL_PACK: Final = 256 << 10  # a pack this small is one write's (or a few merged)
 MERGE_AT: Final = 32  # small packs that make a merge due
 BATCH: Final = 64  # more objects than this are a batch (stored; made durable by an fsync)
@@ -147,19 +147,15 @@ def merge_small(git_dir: str) -> int:
         for sha, stored, made in objread.pack_entries(os.path.join(folder, name)):
             entries[bytes.fromhex(sha)] = chunk(*made) if made is not None else stored or b""
     merged = _put(git_dir, *assemble(sorted(entries.items())), durable=True)
-    for name in names:
-        if name == merged:
-            continue
-        for ext in (".idx", ".pack", ".rev"):  # the index first: readers then skip it
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(folder, name + ext))
+    remove(git_dir, [name for name in names if name != merged])
     return len(names)
 
 
 def remove(git_dir: str, names: Iterable[str]) -> None:
-    """Delete packs by name (what a replay rewrites loose, as their files may be torn)."""
+    """Delete packs by name: what a merge has copied, or what a replay writes again loose
+    (their files may be torn)."""
     folder = os.path.join(git_dir, "objects", "pack")
     for name in names:
-        for ext in (".idx", ".pack", ".rev"):
+        for ext in (".idx", ".pack", ".rev"):  # the index first: readers then skip it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(folder, name + ext))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from filemem.files import packing, packwrite
+from filemem.store.logs import log
 
 if TYPE_CHECKING:
     from filemem.files.gitrepo import GitRepo
@@ -44,7 +45,11 @@ class PackSchedule:
             self.since_merge_check = 0
             self.temp_unchecked = True
             if packwrite.merge_due(git.git_dir):
-                packwrite.merge_small(git.git_dir)
+                try:
+                    packwrite.merge_small(git.git_dir)
+                except (OSError, ValueError) as exc:  # the commit stands; small packs stay
+                    log.warning("filemem: merging the small packs of %s failed (%s); they "
+                                "stay as they are", git.git_dir, exc)
                 git.close()  # readers map the pack list again
         if self.commits < PACK_CHECK_EVERY:
             return
