@@ -222,6 +222,24 @@ def _finished_both_ways(home: Path, tmp_path: Path, before: dict[str, bytes | No
                      if "interrupted" in ln)
 
 
+def _killed_at_every_stop(cmd: list[str], home: Path, tmp_path: Path,
+                          before: dict[str, bytes | None], connected: dict[str, bytes | None],
+                          said: list[str], reset: dict[str, bytes | None]
+                          ) -> list[tuple[str, str]]:
+    """Run ``cmd`` killed at each of its stop points in turn (until a run is not killed):
+    after each kill, what Hermes would see, then the next command finishing or rolling
+    back both ways, then ``home`` put back to ``reset``. The (stop point, seen) pairs."""
+    seen = []
+    for run in every_stop(cmd, env=hermes_env(home), cwd=tmp_path):
+        if not run.killed:
+            assert run.returncode == 0, run.stderr
+            break
+        seen.append((run.point, as_hermes_sees_it(hermes_files(home), before, connected)))
+        _finished_both_ways(home, tmp_path, before, connected, said)
+        restore(home, reset)
+    return seen
+
+
 def test_hermes_connect_and_disconnect_killed_anywhere(hermes_home: tuple[Path, Path],
                                                        tmp_path: Path) -> None:
     home, store = hermes_home
@@ -231,29 +249,15 @@ def test_hermes_connect_and_disconnect_killed_anywhere(hermes_home: tuple[Path, 
     assert PLUGIN_DIR + "/__init__.py" in connected and not (home / WORK).exists()
     restore(home, before)
     said: list[str] = []
-    seen = []
     connect = [str(FILEMEM), "connect", "hermes", "--store", str(store)]
-    for run in every_stop(connect, env=hermes_env(home), cwd=tmp_path):
-        if not run.killed:
-            assert run.returncode == 0, run.stderr
-            break
-        seen.append((run.point, as_hermes_sees_it(hermes_files(home), before, connected)))
-        _finished_both_ways(home, tmp_path, before, connected, said)
-        restore(home, before)
+    seen = _killed_at_every_stop(connect, home, tmp_path, before, connected, said, before)
     assert [w for _, w in seen] == ["off", "off", "off", "off", "on"], seen
     assert "switch" in seen[3][0] and "end" in seen[4][0]
     assert any("had not switched config.yaml yet: rolled it back" in s for s in said)
     assert any("had already switched config.yaml: finished it" in s for s in said)
     restore(home, connected)
-    seen = []
-    for run in every_stop([str(FILEMEM), "disconnect", "hermes"], env=hermes_env(home),
-                          cwd=tmp_path):
-        if not run.killed:
-            assert run.returncode == 0, run.stderr
-            break
-        seen.append((run.point, as_hermes_sees_it(hermes_files(home), before, connected)))
-        _finished_both_ways(home, tmp_path, before, connected, said)
-        restore(home, connected)
+    seen = _killed_at_every_stop([str(FILEMEM), "disconnect", "hermes"], home, tmp_path,
+                                 before, connected, said, connected)
     assert [w for _, w in seen] == ["on", "on", "off", "off"], seen
     assert hermes_files(home) == before
 
