@@ -80,8 +80,8 @@ def test_a_checked_folder_is_not_looked_at_again_but_another_one_is(tmp_path: Pa
     (tmp_path / "c").symlink_to(tmp_path / "a", target_is_directory=True)
     checked: set[str] = set()
     assert worktree.linked_folder(str(tmp_path), "a/b/x.md", checked) is None
-    assert checked == {"a/b"}
+    assert checked == {"a", "a/b"}  # each folder on the way, once found a real folder
     assert worktree.linked_folder(str(tmp_path), "c/b/x.md", checked) == str(tmp_path / "c")
     assert worktree.linked_folder(str(tmp_path), "new/x.md", checked) is None
-    assert checked == {"a/b"}  # a folder not there yet is looked at again next time
+    assert checked == {"a", "a/b"}  # a folder not there yet is looked at again next time
     assert worktree.linked_folder(str(tmp_path), "x.md", checked) is None

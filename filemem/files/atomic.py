@@ -156,7 +156,9 @@ def create_new(path: str, data: bytes, *, durable: bool, mode: int = 0o600) -> o
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            write_all(fd, data)
+            written = os.write(fd, data)  # all of it, nearly always: one call
+            if written != len(data):
+                write_all(fd, data[written:])
             if durable:
                 os.fsync(fd)
             st = os.fstat(fd)

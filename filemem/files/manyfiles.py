@@ -37,6 +37,8 @@ def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, 
     def write(part: list[tuple[str, bytes]]) -> list[tuple[str, os.stat_result]]:
         return [(p, worktree.write(root, p, d, new=p in new, checked=checked)) for p, d in part]
 
+    for path in files:  # each folder looked at once, before the probe times file creation
+        worktree.guard(root, path, checked)
     start = time.perf_counter()
     out.update(write(items[:PROBE]))
     rest = items[PROBE:]

@@ -71,6 +71,19 @@ def link_problem(root: str, path: str) -> str | None:
     return None
 
 
+def guard(root: str, path: str, checked: set[str] | None = None) -> None:
+    """ValueError if ``path`` leaves the store or goes into ``.git``, LinkRefused if a
+    folder on the way is a symbolic link. ``checked``: folders that passed both earlier in
+    the same write, not looked at again; ``path``'s is added."""
+    parent, _, name = path.rpartition("/")
+    if checked is not None and parent in checked:
+        if leaves_folder(name):
+            _inside(path)  # raises
+        return
+    _inside(path)  # before linked_folder adds the folder to ``checked``
+    _refuse_linked_folder(root, path, checked)
+
+
 def write(root: str, path: str, data: bytes, *, new: bool = False,
           checked: set[str] | None = None) -> os.stat_result:
     """Replace a working-tree file atomically (temp + rename, not fsynced); returns its stat.
@@ -78,17 +91,18 @@ def write(root: str, path: str, data: bytes, *, new: bool = False,
     ``new=True`` creates a file that must not exist yet, directly (half the syscalls, which
     matters for a 1,000-entry seed); FileExistsError if something is already there.
     Recovery recognises a torn new file as a prefix of the version being written.
-    ``checked``: folders found to be no link earlier in the same write (see linked_folder).
+    ``checked``: folders found to be no link and inside the store earlier in the same
+    write (see linked_folder); filled by this call.
     """
-    _refuse_linked_folder(root, path, checked)
-    target = full_path(root, _inside(path))
-    folder = os.path.dirname(target)
+    guard(root, path, checked)
+    target = full_path(root, path)
     if new:
         try:
             return atomic.create_new(target, data, durable=False)
         except FileNotFoundError:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             return atomic.create_new(target, data, durable=False)
+    folder = os.path.dirname(target)
     try:
         atomic.atomic_write(target, data, durable=False, suffix=TMP_SUFFIX)
     except FileNotFoundError:  # its folder is not there (yet)
@@ -116,15 +130,19 @@ def remove(root: str, path: str) -> None:
 
 def linked_folder(root: str, path: str, checked: set[str] | None = None) -> str | None:
     """The first folder on the way to ``path`` (inside the store) that is a symbolic link.
-    ``checked``: the (store-relative) folders already found to hold no link on the way,
-    which are not looked at again, and to which ``path``'s is added if so (a write of many
-    files in the same folders looks at each folder once, under the store lock)."""
+    ``checked``: the (store-relative) folders already found to be real folders, which are
+    not looked at again, and to which each folder on the way is added once found so (a
+    write of many files in the same folders looks at each folder once, under the store
+    lock)."""
     parent, _, _name = path.rpartition("/")
     if checked is not None and parent in checked:
         return None
-    current = root
+    current, rel = root, ""
     for part in parent.split("/") if parent else ():
         current = os.path.join(current, part)
+        rel = f"{rel}/{part}" if rel else part
+        if checked is not None and rel in checked:  # a folder above, found no link before
+            continue
         try:
             mode = os.lstat(current).st_mode  # one call tells a link and a folder apart
         except (OSError, ValueError):
@@ -133,8 +151,8 @@ def linked_folder(root: str, path: str, checked: set[str] | None = None) -> str 
             return current
         if not stat.S_ISDIR(mode):
             return None
-    if checked is not None:
-        checked.add(parent)
+        if checked is not None:
+            checked.add(rel)
     return None
 
 

@@ -479,8 +479,9 @@ class Store:
         """Refuse, before anything is written, a write the working tree cannot take: a
         folder on the way that is a symbolic link (filemem never writes through links), or
         git's index locked by a git command (waited for briefly, as git itself does not)."""
+        checked: set[str] = set()
         for folder in dict.fromkeys(p.rsplit("/", 1)[0] for p in paths):
-            link = worktree.linked_folder(self.root, folder + "/x")
+            link = worktree.linked_folder(self.root, folder + "/x", checked)
             if link is not None:
                 raise errors.store_corrupt(
                     link, "is a symbolic link; filemem does not write through links in the "
