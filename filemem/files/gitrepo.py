@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
+import operator
 import os
 import time
 import weakref
@@ -55,14 +56,25 @@ def object_sha(kind: bytes, raw: bytes) -> str:
     return hashlib.sha1(b"%s %d\0%s" % (kind, len(raw), raw)).hexdigest()
 
 
+_Entries = dict[str, tuple[bytes, bytes]]  # name -> (git's sort key, the entry's bytes)
+
+
+def _entry(name: str, mode: int, sha: str) -> tuple[bytes, bytes]:
+    """One tree entry's bytes, and the key git sorts it by (a folder sorts as ``name/``)."""
+    raw = name.encode("utf-8", "surrogateescape")
+    return (raw + b"/" if mode == TREE_MODE else raw,
+            b"%o %s\0%s" % (mode, raw, bytes.fromhex(sha)))
+
+
+_second: Final = operator.itemgetter(1)
+
+
+def _joined(entries: _Entries) -> bytes:
+    return b"".join(map(_second, sorted(entries.values())))  # keys are unique
+
+
 def serialize_tree(tree: Mapping[str, tuple[int, str]]) -> bytes:
-    items = []  # each name encoded once, for the sort key and the entry both
-    for name, (mode, sha) in tree.items():
-        raw = name.encode("utf-8", "surrogateescape")
-        items.append((raw + b"/" if mode == TREE_MODE else raw, raw, mode, sha))
-    items.sort(key=lambda item: item[0])
-    return b"".join(b"%o %s\0%s" % (mode, raw, bytes.fromhex(sha))
-                    for _key, raw, mode, sha in items)
+    return _joined({name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()})
 
 
 def _parse_tree(raw: bytes) -> Tree:
@@ -132,6 +144,7 @@ class GitRepo:
         self._repo: Repo | None = None
         self.packs = Packs(self.git_dir)
         self._trees: dict[str, Tree] = {}
+        self._entries: dict[str, _Entries] = {}  # the trees the last splice made (see there)
         self._commits: dict[str, CommitInfo] = {}
 
     # ------------------------------------------------------------ set-up
@@ -174,6 +187,7 @@ class GitRepo:
         """Drop the parsed trees and commits kept in memory (after a redaction: they hold
         old texts and messages)."""
         self._trees.clear()
+        self._entries.clear()
         self._commits.clear()
 
     # ------------------------------------------------------------ refs
@@ -412,36 +426,53 @@ class GitRepo:
         Returns (root tree sha, {path: blob sha}). Only trees on changed paths are rebuilt.
         """
         blobs: dict[str, str] = {}
+        # the last write's trees, entry by entry: the next write's trees start from them, so
+        # a tree changed again (a seed after a seed, an add beside the last one) encodes
+        # only its changed entries
+        before, made = self._entries, {}
 
         def build(tree_sha: str | None, sub: Mapping[str, bytes | None], prefix: str) -> str | None:
             tree = dict(self.read_tree(tree_sha)) if tree_sha else {}
+            changed: dict[str, tuple[int, str] | None] = {}
             groups: dict[str, dict[str, bytes | None]] = {}
             for path, data in sub.items():
                 head, sep, rest = path.partition("/")
                 if sep:
                     groups.setdefault(head, {})[rest] = data
                 elif data is None:
-                    tree.pop(head, None)
+                    changed[head] = None
                 else:
                     sha = pending.add(b"blob", data)
                     blobs[prefix + head] = sha
-                    tree[head] = (FILE_MODE, sha)
+                    changed[head] = (FILE_MODE, sha)
             for name, group in groups.items():
                 current = tree.get(name)
                 child = current[1] if current and current[0] == TREE_MODE else None
                 new_child = build(child, group, f"{prefix}{name}/")
-                if new_child is None:
+                changed[name] = None if new_child is None else (TREE_MODE, new_child)
+            base = before.get(tree_sha) if tree_sha else {}
+            entries = dict(base) if base is not None else None
+            for name, item in changed.items():
+                if item is None:
                     tree.pop(name, None)
+                    if entries is not None:
+                        entries.pop(name, None)
                 else:
-                    tree[name] = (TREE_MODE, new_child)
+                    tree[name] = item
+                    if entries is not None:
+                        entries[name] = _entry(name, *item)
             if not tree and prefix:
                 return None  # git has no empty folders
-            sha = pending.add(b"tree", serialize_tree(tree))
+            if entries is None:
+                entries = {name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()}
+            sha = pending.add(b"tree", _joined(entries))
             self._trees[sha] = tree
+            made[sha] = entries
             return sha
 
         root = build(base_tree, changes, "")
         assert root is not None
+        self._entries = made
         return root, blobs
 
     def make_commit(self, tree: str, parents: list[str], message: str, ident: str,
