@@ -135,3 +135,23 @@ def test_merging_small_packs_keeps_every_object_deltas_included(tmp_path: Path) 
     packs_reader = Packs(git_dir)
     for sha in before:
         assert packs_reader.get(sha) is not None
+
+
+def test_a_batch_pack_of_stored_objects_is_what_git_reads(tmp_path: Path) -> None:
+    """A batch's objects are written as stored deflate blocks (packwrite._stored): git
+    verifies the pack and prints every object as written, whatever its size (empty, one
+    block, several blocks of 64 KB)."""
+    from filemem.files import gitrepo, packwrite
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    sizes = [0, 1, 330, 0xFFFF, 0x10000, 0x10001, 200_000, *range(100, 170)]
+    items = []
+    for i, n in enumerate(sizes):
+        raw = bytes((i + k) % 251 for k in range(n))
+        items.append((gitrepo.object_sha(b"blob", raw), b"blob", raw))
+    unique = {sha: (sha, k, raw) for sha, k, raw in items}
+    assert len(unique) > packwrite.BATCH  # stored, as a batch is
+    name = packwrite.write(str(repo / ".git"), list(unique.values()), durable=True)
+    git(repo, "verify-pack", str(repo / ".git/objects/pack" / f"{name}.idx"))
+    for sha, _kind, raw in unique.values():
+        assert _cat(repo, "blob", sha) == raw
