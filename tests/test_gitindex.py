@@ -161,6 +161,28 @@ def test_conflict_stages_round_trip_and_set_resolves_them(repo: Path) -> None:
     assert git(repo, "status", "--porcelain") == "M  a.txt\n"
 
 
+def test_set_many_resolves_conflict_stages_too(repo: Path) -> None:
+    """The bulk path of set_many (64 files or more) drops a conflicted path's stages 1-3
+    as set does, and git then sees no conflict left."""
+    git(repo, "checkout", "-q", "-b", "other")
+    (repo / "a.txt").write_text("other side\n")
+    git(repo, "commit", "-q", "-am", "other")
+    git(repo, "checkout", "-q", "main")
+    (repo / "a.txt").write_text("main side\n")
+    git(repo, "commit", "-q", "-am", "main")
+    git(repo, "merge", "-q", "other", check=False)
+    files = [("a.txt", b"resolved\n")] + [(f"n{i:03d}.txt", b"%d\n" % i) for i in range(70)]
+    for name, data in files:
+        (repo / name).write_bytes(data)
+    index = GitIndex.load(git_dir(repo))
+    index.set_many((name, hash_blob(data), os.stat(repo / name)) for name, data in files)
+    index.write()
+    assert git(repo, "ls-files", "-u") == ""
+    status = git(repo, "status", "--porcelain").splitlines()
+    assert status[0] == "M  a.txt" and len(status) == 71
+    assert all(line.startswith("A  n") for line in status[1:])
+
+
 def test_long_path_name_round_trips(repo: Path) -> None:
     """A name of 0xFFF bytes or more is stored with the length field saturated."""
     sha = hash_blob(b"a\n")

@@ -24,6 +24,7 @@ from filemem.files import atomic
 
 _HEADER = struct.Struct(">4sLL")
 _STAT = struct.Struct(">LLLLLLLLLL")
+_FIXED = struct.Struct(">LLLLLLLLLL20sH")  # the stat, the blob's sha, the flags
 _EXTENDED = 0x4000
 _NAME_MASK = 0xFFF
 _SYMLINK_MODE = 0o120000
@@ -47,8 +48,8 @@ def _entry_bytes(path: bytes, sha: str, st: os.stat_result | None, mode: int) ->
             st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, mode,
             st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
         )
-    flags = min(len(path), _NAME_MASK)
-    return _STAT.pack(*stat) + bytes.fromhex(sha) + struct.pack(">H", flags) + path
+    # the name's length, no stage, no extended flags: a new entry is never extended
+    return _FIXED.pack(*stat, bytes.fromhex(sha), min(len(path), _NAME_MASK)) + path
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -87,6 +88,7 @@ class GitIndex:
         self._keys: list[tuple[bytes, int]] = []  # sorted
         self._values: list[bytes] = []  # the entries in the order of _keys
         self._extended = 0  # entries with extended flags (they need index version 3)
+        self._staged = 0  # entries at stages 1-3 (a conflict git left)
 
     def _put(self, key: tuple[bytes, int], raw: bytes) -> None:
         padded = _padded(raw)
@@ -102,6 +104,8 @@ class GitIndex:
         self.entries[key] = padded
         if _is_extended(raw):
             self._extended += 1
+        if key[1] and old is None:
+            self._staged += 1
 
     def _drop(self, key: tuple[bytes, int]) -> None:
         old = self.entries.pop(key, None)
@@ -112,6 +116,8 @@ class GitIndex:
         del self._values[at]
         if _is_extended(old):
             self._extended -= 1
+        if key[1]:
+            self._staged -= 1
 
     @classmethod
     def load(cls, git_dir: str) -> GitIndex:
@@ -191,18 +197,16 @@ class GitIndex:
         entries, new_keys = self.entries, []
         for path, sha, st in files:
             name = path.encode("utf-8", "surrogateescape")
-            for stage in (1, 2, 3):
-                self._drop((name, stage))
-            raw = _entry_bytes(name, sha, st, mode)
+            if self._staged:
+                for stage in (1, 2, 3):
+                    self._drop((name, stage))
             key = (name, 0)
             old = entries.get(key)
             if old is None:
                 new_keys.append(key)
             elif _is_extended(old):
                 self._extended -= 1
-            entries[key] = _padded(raw)
-            if _is_extended(raw):
-                self._extended += 1
+            entries[key] = _padded(_entry_bytes(name, sha, st, mode))  # never extended
         self._keys.extend(new_keys)
         self._keys.sort()  # sorted runs: a merge
         self._values = [entries[k] for k in self._keys]
