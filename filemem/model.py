@@ -55,10 +55,14 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@functools.lru_cache(maxsize=1024)
 def iso_ms(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with milliseconds: ``2026-11-30T01:49:13.123Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+    return f"{_iso_second(ms // 1000)}.{ms % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso_second(s: int) -> str:  # a seed's 1,000 consecutive milliseconds share one or two
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s))
 
 
 _ISO_RE: Final = re.compile(
