@@ -22,8 +22,10 @@ import contextlib
 import hashlib
 import mmap
 import os
+import sys
 import threading
 import zlib
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Final, Literal
@@ -34,6 +36,7 @@ _REF_DELTA: Final = 7
 _IDX_MAGIC: Final = b"\xfftOc\x00\x00\x00\x02"  # index version 2
 _FANOUT: Final = 8  # the fan-out table's offset in the index
 _SHAS: Final = _FANOUT + 256 * 4
+_U32: Final = "I" if array("I").itemsize == 4 else "L"
 _BASES_MAX_BYTES: Final = 4 << 20  # delta bases kept per pack
 _MAX_CHAIN: Final = 10_000  # deltas followed before giving up (git's own default depth is 50)
 
@@ -57,7 +60,7 @@ def loose(git_dir: str, sha: str) -> tuple[bytes, bytes] | str | None:
 
 
 class _ShaTable:
-    """The index's sorted sha column as a sequence, for :func:`bisect_left`."""
+    """The index's sorted sha column as a sequence."""
 
     def __init__(self, idx: mmap.mmap, count: int) -> None:
         self.idx, self.count = idx, count
@@ -88,6 +91,7 @@ class _Pack:
             raise ValueError("not a pack this reader knows")
         self.count = int.from_bytes(self.idx[_SHAS - 4:_SHAS], "big")
         self.shas = _ShaTable(self.idx, self.count)
+        self._prefix: array[int] | None = None  # made on the first look-up
         self._bases: dict[int, tuple[bytes, bytes]] = {}  # offset -> (kind, content)
         self._base_bytes = 0
 
@@ -95,14 +99,35 @@ class _Pack:
         self.idx.close()
         self.data.close()
 
+    def _prefixes(self) -> array[int]:
+        """The first 4 bytes of every sha, in the index's order, as integers: searched in C
+        (``bisect``), where a search of the index's 20-byte column costs a slice per step
+        (9 of a verify's 45 s at 100,000 commits). 4 bytes an object."""
+        column = self.idx[_SHAS:_SHAS + 20 * self.count]
+        gathered = bytearray(4 * self.count)
+        for j in range(4):
+            gathered[j::4] = column[j::20]
+        prefixes = array(_U32)
+        prefixes.frombytes(gathered)
+        if sys.byteorder == "little":
+            prefixes.byteswap()
+        self._prefix = prefixes
+        return prefixes
+
     def offset(self, binsha: bytes) -> int | None:
-        first = binsha[0]
-        lo = int.from_bytes(self.idx[_FANOUT + 4 * (first - 1):_FANOUT + 4 * first], "big") \
-            if first else 0
-        hi = int.from_bytes(self.idx[_FANOUT + 4 * first:_FANOUT + 4 * first + 4], "big")
-        i = bisect_left(self.shas, binsha, lo, hi)
-        if i >= hi or self.shas[i] != binsha:
-            return None
+        prefixes = self._prefix if self._prefix is not None else self._prefixes()
+        idx = self.idx
+        i = bisect_left(prefixes, int.from_bytes(binsha[:4], "big"))
+        while True:  # nearly always one step: shas sharing 4 bytes are rare
+            start = _SHAS + 20 * i
+            if i >= self.count:
+                return None
+            found = idx[start:start + 20]
+            if found == binsha:
+                break
+            if found[:4] != binsha[:4]:
+                return None
+            i += 1
         at = _SHAS + 24 * self.count + 4 * i  # after the shas and the crc32 column
         off = int.from_bytes(self.idx[at:at + 4], "big")
         if off & 0x80000000:  # an index into the 8-byte offsets of packs over 2 GiB
@@ -199,6 +224,12 @@ def _varint(delta: bytes, pos: int) -> tuple[int, int]:
             return value, pos
 
 
+# for each copy opcode, the bytes that follow it: (a size byte?, its shift), in order (flag
+# bits 0-3 give the offset's bytes, 4-6 the size's): only the bytes there are looked at
+_COPY_BYTES: Final = tuple(tuple((bit >= 4, 8 * (bit % 4)) for bit in range(7) if cmd & 1 << bit)
+                           for cmd in range(128))
+
+
 def _apply_delta(base: bytes, delta: bytes) -> bytes:
     """git's delta format: the base's size, the result's size, then copy and insert ops."""
     src_size, pos = _varint(delta, 0)
@@ -212,14 +243,12 @@ def _apply_delta(base: bytes, delta: bytes) -> bytes:
         pos += 1
         if cmd & 0x80:  # copy from the base: offset and size bytes as the flags say
             start = size = 0
-            for i in range(4):
-                if cmd & (1 << i):
-                    start |= delta[pos] << (8 * i)
-                    pos += 1
-            for i in range(3):
-                if cmd & (0x10 << i):
-                    size |= delta[pos] << (8 * i)
-                    pos += 1
+            for is_size, shift in _COPY_BYTES[cmd & 0x7F]:
+                if is_size:
+                    size |= delta[pos] << shift
+                else:
+                    start |= delta[pos] << shift
+                pos += 1
             size = size or 0x10000
             if start + size > len(base):
                 raise ValueError("a delta copies past its base")
