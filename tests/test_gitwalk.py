@@ -1,18 +1,22 @@
 """The history walks a sync makes give the same answers by the git CLI
 (filemem/owner/gitwalk.py) as by dulwich's walker, which they stand in for when git is on
-PATH: commits counted, redaction records found, merge bases."""
+PATH: commits counted, redaction records found, merge bases, and the files each commit
+changed (verify)."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import filemem
-from filemem.owner import gitwalk, merge, redactsync
+from filemem.files.giterrors import RepositoryDamaged
+from filemem.owner import gitwalk, history, merge, redactsync
 from filemem.owner import sync as fsync
-from tests.conftest import BIG, ctx, git
+from filemem.owner.history import commits_oldest_first
+from tests.conftest import BIG, GIT, ctx, git
 
 UG = {"track": "user", "scope": "user-global"}
 
@@ -70,3 +74,91 @@ def test_unrelated_histories_have_no_merge_base(tmp_path: Path) -> None:
     assert merge.merge_base(a.store.git, mine, other) is None
     a.close()
     b.close()
+
+
+def _odd_history(tmp_path: Path) -> tuple[filemem.Provider, Path]:
+    """filemem's writes, then what people do with git: an empty commit, a mode change, a
+    link, a file that becomes a folder (and the names beside it that sort between the two
+    ways of ordering them), a name that is not UTF-8, a deletion, a merge of two lines."""
+    store = tmp_path / "s"
+    p = filemem.open_store(store, create=True, write_policy="auto", budgets=BIG)
+    for i in range(3):
+        p.add({**UG, "text": f"fact {i}"}, ctx())
+    git(store, "commit", "--allow-empty", "-q", "-m", "nothing")
+    (store / "notes").mkdir()
+    for name in ("a", "a.md", "a-b", "b"):
+        (store / "notes" / name).write_text(f"{name}\n")
+    git(store, "add", "notes")
+    git(store, "commit", "-q", "-m", "notes")
+    git(store, "update-index", "--chmod=+x", "notes/b")
+    git(store, "commit", "-q", "-m", "mode only")
+    (store / "notes" / "link").symlink_to("a")
+    (store / "notes" / "a").unlink()
+    (store / "notes" / "a").mkdir()
+    (store / "notes" / "a" / "inside").write_text("in\n")
+    (store / "notes" / "caf\udce9").write_bytes(b"latin-1\n")  # the name's bytes: caf\xe9
+    git(store, "add", "-A", "notes")
+    git(store, "commit", "-q", "-m", "a folder now, a link, a latin-1 name")
+    base = git(store, "rev-parse", "HEAD").strip()
+    git(store, "rm", "-q", "notes/a-b")
+    git(store, "commit", "-q", "-m", "one gone")
+    git(store, "checkout", "-q", "-b", "side", base)
+    (store / "notes" / "side").write_text("side\n")
+    git(store, "add", "notes/side")
+    git(store, "commit", "-q", "-m", "on the side")
+    git(store, "checkout", "-q", "main")
+    git(store, "merge", "-q", "--no-edit", "side")
+    p.add({**UG, "text": "after the merge"}, ctx())
+    return p, store
+
+
+def test_git_and_python_give_each_commit_the_same_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    p, _store = _odd_history(tmp_path)
+    g = p.store.git
+    commits = commits_oldest_first(p.store)
+    assert any(len(c.parents) > 1 for c in commits) and not commits[0].parents
+    by_git = list(gitwalk.first_parent_diffs(g, commits))
+    by_python = [list(g.diff(g.commit(c.parents[0]).tree if c.parents else None, c.tree))
+                 for c in commits]
+    assert by_git == by_python
+    assert [] in by_git  # the empty commit and the mode change change no content
+    changed = {path for changes in by_git for path, _old, _new in changes or ()}
+    assert {"notes/a", "notes/a/inside", "notes/link", "notes/caf\udce9"} <= changed
+    report = history.verify(p.store, full=True).to_json()
+    assert report["externalCommits"]
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert list(gitwalk.first_parent_diffs(g, commits)) == [None] * len(commits)
+    assert history.verify(p.store, full=True).to_json() == report  # the same, by Python
+    p.close()
+
+
+def test_a_damaged_tree_is_diffed_by_python_which_reports_it(tmp_path: Path) -> None:
+    """git stops at an object it cannot read; the commits from there on are diffed in
+    Python, and verify reports the damage as before."""
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    p, store = _odd_history(tmp_path)
+    g = p.store.git
+    commits = commits_oldest_first(p.store)
+    victim = commits[-3].tree
+    # every object loose (the packs moved out, then unpacked), then that tree's file deleted
+    packs = tmp_path / "packs"
+    packs.mkdir()
+    for f in (store / ".git/objects/pack").iterdir():
+        f.rename(packs / f.name)
+    assert GIT is not None
+    for pack in packs.glob("*.pack"):
+        with open(pack, "rb") as data:
+            subprocess.run([GIT, "-C", str(store), "unpack-objects", "-q"], stdin=data,
+                           check=True)
+    (store / ".git/objects" / victim[:2] / victim[2:]).unlink()
+    g.forget()
+    diffs = list(gitwalk.first_parent_diffs(g, commits))
+    assert diffs[-1] is None and diffs[-3] is None and diffs[0] is not None
+    with pytest.raises(RepositoryDamaged) as info:
+        history.verify(p.store, full=True)
+    assert victim in str(info.value) and "fsck" in str(info.value)
+    p.close()

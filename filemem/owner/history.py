@@ -22,6 +22,7 @@ line's replay must agree with that parent's entries.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -33,7 +34,7 @@ from filemem.files.gitrepo import CommitInfo
 from filemem.files.layout import entry_path, id_from_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes, Replayed
-from filemem.owner import handedits, logindex, merge, redaction, verifycheck
+from filemem.owner import gitwalk, handedits, logindex, merge, redaction, verifycheck
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
@@ -412,48 +413,53 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
         branches.done[point.commit] = replay
     infos = {info.sha: info for info in commits}
     total = len(commits)
-    for i, info in enumerate(commits):
-        report.commits += 1
-        replay = branches.start(info)
-        first = info.parents[0] if info.parents else None
-        parent_tree = None if first is None else \
-            (infos[first] if first in infos else store.git.commit(first)).tree
-        changes = list(store.git.diff(parent_tree, info.tree))
-        try:
-            rows = parse_rows(info.message)
-        except ValueError as exc:
-            report.problems.append({"commit": info.sha, "problem":
-                                    f"audit trailers do not parse: {exc}"})
-            rows = []
-        merging = len(info.parents) > 1
-        if merging:
-            report.merges += 1
-        if rows is None or (merging and not rows):
-            report.external.append({"commit": info.sha,
-                                    "subject": info.message.split("\n", 1)[0]})
-            dropped = _external(store, info, replay, branches, changes, cache)
-            if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-                removals.append((len(report.problems), info, dropped))
-        elif merging:
-            report.filemem_commits += 1
-            report.rows += len(rows)
-            _check_merge(store, info, rows, branches, cache, report)
-            _apply(replay, store, changes, cache)  # the recomputed merge: take its tree
-        else:
-            report.filemem_commits += 1
-            report.rows += len(rows)
-            problems, done = _check_commit(store, info, rows, changes, cache)
-            sha = info.sha[:12]
-            for problem in problems:  # trailers that do not match the commit: not filemem's
-                report.problems.append({"commit": info.sha, "problem": (
-                    f"{problem} (`git show {sha}` shows the commit: its audit rows do not "
-                    "describe what it changed, so it was made or altered outside filemem. "
-                    f"`git revert {sha}` undoes its change; this finding stays in the "
-                    "report as the record of that commit)")})
-            _apply_rows(replay, rows, done)
-        branches.finish(info, replay)
-        if progress is not None:
-            progress(i + 1, total)
+    # the files each commit changed, by git when it is there (git stops when this does)
+    with contextlib.closing(gitwalk.first_parent_diffs(store.git, commits)) as diffs:
+        for i, (info, by_git) in enumerate(zip(commits, diffs, strict=True)):
+            report.commits += 1
+            replay = branches.start(info)
+            if by_git is not None:
+                changes = by_git
+            else:
+                first = info.parents[0] if info.parents else None
+                parent_tree = None if first is None else \
+                    (infos[first] if first in infos else store.git.commit(first)).tree
+                changes = list(store.git.diff(parent_tree, info.tree))
+            try:
+                rows = parse_rows(info.message)
+            except ValueError as exc:
+                report.problems.append({"commit": info.sha, "problem":
+                                        f"audit trailers do not parse: {exc}"})
+                rows = []
+            merging = len(info.parents) > 1
+            if merging:
+                report.merges += 1
+            if rows is None or (merging and not rows):
+                report.external.append({"commit": info.sha,
+                                        "subject": info.message.split("\n", 1)[0]})
+                dropped = _external(store, info, replay, branches, changes, cache)
+                if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
+                    removals.append((len(report.problems), info, dropped))
+            elif merging:
+                report.filemem_commits += 1
+                report.rows += len(rows)
+                _check_merge(store, info, rows, branches, cache, report)
+                _apply(replay, store, changes, cache)  # the recomputed merge: take its tree
+            else:
+                report.filemem_commits += 1
+                report.rows += len(rows)
+                problems, done = _check_commit(store, info, rows, changes, cache)
+                sha = info.sha[:12]
+                for problem in problems:  # trailers that do not match the commit: not filemem's
+                    report.problems.append({"commit": info.sha, "problem": (
+                        f"{problem} (`git show {sha}` shows the commit: its audit rows do not "
+                        "describe what it changed, so it was made or altered outside filemem. "
+                        f"`git revert {sha}` undoes its change; this finding stays in the "
+                        "report as the record of that commit)")})
+                _apply_rows(replay, rows, done)
+            branches.finish(info, replay)
+            if progress is not None:
+                progress(i + 1, total)
     state = store.state()
     report.entries = len(state.entries)
     for at, removing, dropped in reversed(removals):  # one since brought back is no problem
