@@ -139,7 +139,8 @@ def test_unknown_stat_makes_git_recheck_the_file(repo: Path) -> None:
     assert "a.txt" in git(repo, "status", "--porcelain")
 
 
-def test_conflict_stages_round_trip_and_set_resolves_them(repo: Path) -> None:
+def _conflict(repo: Path) -> None:
+    """a.txt changed on two branches, merged: git leaves it at stages 1-3."""
     git(repo, "checkout", "-q", "-b", "other")
     (repo / "a.txt").write_text("other side\n")
     git(repo, "commit", "-q", "-am", "other")
@@ -147,6 +148,10 @@ def test_conflict_stages_round_trip_and_set_resolves_them(repo: Path) -> None:
     (repo / "a.txt").write_text("main side\n")
     git(repo, "commit", "-q", "-am", "main")
     git(repo, "merge", "-q", "other", check=False)
+
+
+def test_conflict_stages_round_trip_and_set_resolves_them(repo: Path) -> None:
+    _conflict(repo)
     before = ls_git(repo)
     assert " 1\ta.txt" in before and " 2\ta.txt" in before and " 3\ta.txt" in before
     index = GitIndex.load(git_dir(repo))
@@ -164,13 +169,7 @@ def test_conflict_stages_round_trip_and_set_resolves_them(repo: Path) -> None:
 def test_set_many_resolves_conflict_stages_too(repo: Path) -> None:
     """The bulk path of set_many (64 files or more) drops a conflicted path's stages 1-3
     as set does, and git then sees no conflict left."""
-    git(repo, "checkout", "-q", "-b", "other")
-    (repo / "a.txt").write_text("other side\n")
-    git(repo, "commit", "-q", "-am", "other")
-    git(repo, "checkout", "-q", "main")
-    (repo / "a.txt").write_text("main side\n")
-    git(repo, "commit", "-q", "-am", "main")
-    git(repo, "merge", "-q", "other", check=False)
+    _conflict(repo)
     files = [("a.txt", b"resolved\n")] + [(f"n{i:03d}.txt", b"%d\n" % i) for i in range(70)]
     for name, data in files:
         (repo / name).write_bytes(data)
