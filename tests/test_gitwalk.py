@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import filemem
+from filemem.files import gitprune, packing
 from filemem.files.giterrors import RepositoryDamaged
 from filemem.owner import gitwalk, history, merge, redactsync
 from filemem.owner import sync as fsync
@@ -161,4 +162,45 @@ def test_a_damaged_tree_is_diffed_by_python_which_reports_it(tmp_path: Path) -> 
     with pytest.raises(RepositoryDamaged) as info:
         history.verify(p.store, full=True)
     assert victim in str(info.value) and "fsck" in str(info.value)
+    p.close()
+
+
+def test_git_variables_from_elsewhere_do_not_redirect_filemem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GIT_DIR, GIT_WORK_TREE and GIT_INDEX_FILE of another repository in filemem's
+    environment (a git hook of another project runs filemem, say): every git command
+    filemem runs still works on the store (filemem/files/gitcli.py), and the other
+    repository is left exactly as it was."""
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    p, store = _odd_history(tmp_path)
+    g = p.store.git
+    commits = commits_oldest_first(p.store)
+    expected = [list(g.diff(g.commit(c.parents[0]).tree if c.parents else None, c.tree))
+                for c in commits]
+    other = tmp_path / "project"
+    git(tmp_path, "init", "-q", str(other))
+    (other / "code.py").write_text("print(1)\n")
+    git(other, "add", "code.py")
+    git(other, "commit", "-q", "-m", "the project")
+    (other / "loose.txt").write_text("unreachable soon\n")
+    loose = git(other, "hash-object", "-w", "loose.txt").strip()
+    before = (git(other, "log", "--all", "--format=%H %s"), git(other, "count-objects", "-v"))
+    report = history.verify(p.store, full=True).to_json()
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    assert list(gitwalk.first_parent_diffs(g, commits)) == expected
+    head = commits[-1].sha
+    assert gitwalk.count(g, head, None) == len(commits)
+    assert gitwalk.merge_bases(g, head, commits[0].sha) == [commits[0].sha]
+    assert history.verify(p.store, full=True).to_json() == report
+    packing.pack(g)  # git repack: of the store
+    gitprune.forget_unreachable(str(store))  # reflogs expired, unreachable objects pruned
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name)
+    assert (git(other, "log", "--all", "--format=%H %s"),
+            git(other, "count-objects", "-v")) == before
+    assert git(other, "cat-file", "-t", loose).strip() == "blob"  # not pruned
+    git(store, "fsck", "--strict")
     p.close()

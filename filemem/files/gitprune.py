@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any, Final
 
+from filemem.files import gitcli
 from filemem.files.giterrors import GitError
 
 # files in .git that name commits (or carry a commit message) outside refs and reflogs
@@ -26,7 +26,7 @@ _PSEUDO: Final = ("ORIG_HEAD", "FETCH_HEAD", "COMMIT_EDITMSG", "MERGE_MSG", "SQU
 
 def git_cli() -> str:
     """The git command, or GitError saying it is needed (nothing is changed without it)."""
-    git = shutil.which("git")
+    git = gitcli.which()
     if git is None:
         raise GitError("this needs the git command (not found on PATH): install git, then "
                        "run it again; nothing was changed")
@@ -35,7 +35,7 @@ def git_cli() -> str:
 
 def _run(root: str, *args: str) -> None:
     done = subprocess.run([git_cli(), "-C", root, "-c", "gc.auto=0", *args],
-                          capture_output=True, stdin=subprocess.DEVNULL)
+                          capture_output=True, stdin=subprocess.DEVNULL, env=gitcli.env())
     if done.returncode != 0:
         raise GitError(f"`git {' '.join(args)}` failed in {root}: "
                        f"{done.stderr.decode('utf-8', 'replace').strip()[:300]}")

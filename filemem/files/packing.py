@@ -29,7 +29,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Final
 
-from filemem.files import modes
+from filemem.files import gitcli, modes
 
 if TYPE_CHECKING:
     from filemem.files.gitrepo import GitRepo
@@ -77,16 +77,15 @@ def clear_killed_repack(git_dir: str, older_than: float = STALE_TEMP) -> list[st
 
 def pack(git: GitRepo) -> int:
     """Pack the loose objects (hold the store lock); the number of packs afterwards."""
-    import shutil
     import subprocess
 
     clear_killed_repack(git.git_dir)
-    exe = shutil.which("git")
+    exe = gitcli.which()
     if exe is not None:
         done = subprocess.run(
             [exe, "-C", git.root, "-c", "gc.auto=0", "repack",
              f"--geometric={GEOMETRIC_FACTOR}", "-d", "-q"],
-            capture_output=True, stdin=subprocess.DEVNULL)
+            capture_output=True, stdin=subprocess.DEVNULL, env=gitcli.env())
         if done.returncode == 0:
             git.close()  # dulwich must see the new pack list
             return pack_count(git.git_dir)

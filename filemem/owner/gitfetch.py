@@ -13,19 +13,19 @@ credentials there.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
+from filemem.files import gitcli
 from filemem.files.gitrepo import GitRepo
 
 
 def fetch_local(git: GitRepo, path: str, branch_ref: str, tracking: str) -> str | None:
     """Fetch ``branch_ref`` of the repository at ``path`` into ``tracking``; the commit
     fetched, or None if the git CLI is missing or did not do it."""
-    exe = shutil.which("git")
+    exe = gitcli.which()
     if exe is None or not os.path.isabs(path):
         return None  # (a relative path: dulwich reads it from the current folder, git would not)
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    env = gitcli.env(GIT_TERMINAL_PROMPT="0")
     done = subprocess.run(
         [exe, "-C", git.root, "-c", "gc.auto=0", "-c", "core.hooksPath=/dev/null",
          "-c", "fetch.writeCommitGraph=false", "-c", "fetch.unpackLimit=1",  # a pack, always

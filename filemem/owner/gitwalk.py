@@ -11,23 +11,23 @@ every commit.
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from typing import IO, Final
 
+from filemem.files import gitcli
 from filemem.files.gitrepo import CommitInfo, GitRepo
 
 
 def _rev_list(git: GitRepo, include: str, exclude: str | None, *options: str) -> str | None:
-    exe = shutil.which("git")
+    exe = gitcli.which()
     if exe is None:
         return None
     done = subprocess.run(
         [exe, "-C", git.root, "rev-list", *options, include,
          *([f"^{exclude}"] if exclude else []), "--"],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, env=gitcli.env())
     return done.stdout if done.returncode == 0 else None
 
 
@@ -52,11 +52,12 @@ def grep(git: GitRepo, include: str, exclude: str | None, line: str) -> list[str
 
 def merge_bases(git: GitRepo, ours: str, theirs: str) -> list[str] | None:
     """``git merge-base --all``: the best common ancestors ([] for unrelated histories)."""
-    exe = shutil.which("git")
+    exe = gitcli.which()
     if exe is None:
         return None
     done = subprocess.run([exe, "-C", git.root, "merge-base", "--all", ours, theirs],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env=gitcli.env())
     if done.returncode == 1 and not done.stdout.strip() and not done.stderr.strip():
         return []  # no common ancestor
     shas = done.stdout.split()
@@ -84,14 +85,14 @@ def first_parent_diffs(git: GitRepo, commits: Sequence[CommitInfo]
     did not answer for (no git CLI, a damaged object, git stopped): the caller diffs that
     one itself, and gets the error a damaged store deserves. A commit's answer is used
     only once git has gone on to the next (or ended well), never half of one."""
-    exe = shutil.which("git")
+    exe = gitcli.which()
     if exe is None or not commits:
         yield from itertools.repeat(None, len(commits))
         return
     proc = subprocess.Popen(
         [exe, "-C", git.root, "diff-tree", "--stdin", "-r", "-z", "--root", "--always",
          "--no-renames"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL)
+        stderr=subprocess.DEVNULL, env=gitcli.env())
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
 

@@ -1,0 +1,40 @@
+"""The git command, pointed at a store and nothing else.
+
+Git reads the repository to work on from its environment before ``-C``: a ``GIT_DIR``,
+``GIT_WORK_TREE`` or ``GIT_INDEX_FILE`` left by whatever started filemem (a git hook of
+another project, a shell that exported them) would send ``git -C <store> repack`` or
+``fetch`` to that other repository. Every git command filemem runs gets an environment
+without the variables git itself lists as the repository's own (``git rev-parse
+--local-env-vars``), so ``-C <store>`` is the repository.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+# `git rev-parse --local-env-vars` (git 2.39), and GIT_QUARANTINE_PATH (a push's objects)
+LOCAL_ENV: Final = frozenset({
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT", "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR", "GIT_QUARANTINE_PATH",
+})
+
+
+def which() -> str | None:
+    """The git command on PATH, or None."""
+    import shutil  # not for the commands that never run git (a cold `filemem query`)
+
+    return shutil.which("git")
+
+
+def env(**extra: str) -> dict[str, str]:
+    """This process's environment without git's repository variables (and without
+    ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>``, which ``GIT_CONFIG_COUNT`` names),
+    plus ``extra``."""
+    out = {k: v for k, v in os.environ.items()
+           if k not in LOCAL_ENV and not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
+    out.update(extra)
+    return out
