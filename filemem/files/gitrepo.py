@@ -451,21 +451,18 @@ class GitRepo:
                 child = current[1] if current and current[0] == TREE_MODE else None
                 new_child = build(child, group, f"{prefix}{name}/")
                 changed[name] = None if new_child is None else (TREE_MODE, new_child)
-            base = before.get(tree_sha) if tree_sha else {}
-            entries = dict(base) if base is not None else None
+            base = before.get(tree_sha) if tree_sha else None
+            entries = dict(base) if base is not None else \
+                {name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()}
             for name, item in changed.items():
                 if item is None:
                     tree.pop(name, None)
-                    if entries is not None:
-                        entries.pop(name, None)
+                    entries.pop(name, None)
                 else:
                     tree[name] = item
-                    if entries is not None:
-                        entries[name] = _entry(name, *item)
+                    entries[name] = _entry(name, *item)
             if not tree and prefix:
                 return None  # git has no empty folders
-            if entries is None:
-                entries = {name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()}
             sha = pending.add(b"tree", _joined(entries))
             self._trees[sha] = tree
             made[sha] = entries
