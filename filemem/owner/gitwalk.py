@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import IO, Final
 
 from filemem.files import gitcli
@@ -109,20 +109,11 @@ def first_parent_diffs(git: GitRepo, commits: Sequence[CommitInfo]
     writer.start()
     given = 0
     try:
-        answers = _answers(stdout)
-        pending: tuple[str, list[Change]] | None = None
-        for answer in answers:
-            if pending is not None:  # git has gone on to the next: this one is whole
-                if given >= len(commits) or pending[0] != commits[given].sha:
-                    break
-                yield sorted(pending[1], key=_change_order)
-                given += 1
-            pending = answer
-        else:
-            if pending is not None and proc.wait() == 0 and given < len(commits) \
-                    and pending[0] == commits[given].sha:
-                yield sorted(pending[1], key=_change_order)
-                given += 1
+        for sha, changes in _whole(_answers(stdout), lambda: proc.wait() == 0):
+            if given >= len(commits) or sha != commits[given].sha:
+                break
+            yield sorted(changes, key=_change_order)
+            given += 1
     except ValueError:  # output this parser does not know: the rest is diffed in Python
         pass
     finally:
@@ -132,6 +123,19 @@ def first_parent_diffs(git: GitRepo, commits: Sequence[CommitInfo]
         stdout.close()
         writer.join()
     yield from itertools.repeat(None, len(commits) - given)
+
+
+def _whole(answers: Iterator[tuple[str, list[Change]]], ended_well: Callable[[], bool]
+           ) -> Iterator[tuple[str, list[Change]]]:
+    """The answers known to be whole: each once the next has begun, the last once git
+    has ended well."""
+    pending = None
+    for answer in answers:
+        if pending is not None:
+            yield pending
+        pending = answer
+    if pending is not None and ended_well():
+        yield pending
 
 
 def _answers(stdout: IO[bytes]) -> Iterator[tuple[str, list[Change]]]:
