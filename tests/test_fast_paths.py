@@ -3,6 +3,7 @@ many index entries at once) give exactly what the general paths give."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -11,12 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import filemem
 from filemem import shown
 from filemem.files.gitindex import GitIndex, hash_blob
 from filemem.jsstr import _ASCII_LOWER, ascii_lower
-from filemem.model import new_ids
+from filemem.model import LAYERS, new_ids
 from filemem.store import auditlog
-from tests.conftest import git
+from filemem.store.state import State
+from tests.conftest import BIG, git
 
 
 @settings(max_examples=500, deadline=None)
@@ -94,3 +97,37 @@ def test_set_many_makes_the_index_set_one_by_one_makes_and_git_agrees(
     status = git(root, "status", "--porcelain").splitlines()
     assert sorted(status) == sorted([f"A  {n}" for n in files if n != "a.txt"] + [
         "M  a.txt", " A later.txt"])
+
+
+def _rebuilt_layers(state: State) -> dict[tuple[str, str], list[str]]:
+    fresh = dataclasses.replace(state, _layers=None, _lists={})
+    return {k: [e.id for e in fresh.layer(*k)] for k in LAYERS}
+
+
+def test_a_views_layers_carried_through_writes_are_the_layers_a_rebuild_gives(
+        tmp_path: Path) -> None:
+    """evolve copies only the layers a write changed: after adds in every layer, replaces,
+    removes and a seed, each layer lists the ids a rebuild from the entries lists, in the
+    same order (and the layers were carried, not rebuilt)."""
+    p = filemem.open_store(tmp_path / "s", create=True, write_policy="auto", budgets=BIG)
+    w = filemem.write_context(session_id="s1", cwd="/work/proj")
+    p.query({"text": "warm"})  # a view whose layers exist
+    p.store.state().layer("user", "user-global")
+    texts = []
+    for i in range(12):
+        track, scope = LAYERS[i % len(LAYERS)]
+        texts.append((track, scope, f"note {i:02d} about layer {track}/{scope}"))
+        p.add({"track": track, "scope": scope, "text": texts[-1][2]}, w)
+        assert p.store.state()._layers is not None
+    p.replace({"track": texts[1][0], "scope": texts[1][1], "match": "note 01",
+               "text": "note 01 changed"}, w)
+    p.remove({"track": texts[2][0], "scope": texts[2][1], "match": "note 02"}, w)
+    p.seed([{"track": "agent", "scope": "workspace", "text": f"seeded {j}"}
+            for j in range(70)], w)
+    state = p.store.state()
+    assert state._layers is not None
+    carried = {k: [e.id for e in state.layer(*k)] for k in LAYERS}
+    assert carried == _rebuilt_layers(state)
+    assert sum(map(len, carried.values())) == len(state.entries) == 12 - 1 + 70
+    assert "note 01 changed" in [e.text for e in state.layer(texts[1][0], texts[1][1])]
+    p.close()

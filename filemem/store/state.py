@@ -25,17 +25,29 @@ class State:
     corrupt: dict[str, str]  # path -> reason
     usage: dict[tuple[str, str], int]
     config_blob: str | None = None
-    _layers: dict[tuple[str, str], list[Entry]] | None = field(default=None, repr=False)
+    # each layer's entries by id, in the order of ``entries``; carried from view to view by
+    # evolve (a write changes a layer or two: rebuilding all of them was an O(n) loop)
+    _layers: dict[tuple[str, str], dict[str, Entry]] | None = field(default=None, repr=False)
+    _lists: dict[tuple[str, str], list[Entry]] = field(default_factory=dict, repr=False)
     _ordered: list[Entry] | None = field(default=None, repr=False)
     _newest: int | None = field(default=None, repr=False)
 
     def layer(self, track: str, scope: str) -> list[Entry]:
+        """The entries of one layer, in the order of ``entries`` (do not change the list)."""
+        key = (track, scope)
+        found = self._lists.get(key)
+        if found is None:
+            found = self._lists[key] = list(self.layers().get(key, {}).values())
+        return found
+
+    def layers(self) -> dict[tuple[str, str], dict[str, Entry]]:
+        """Each layer's entries by id (do not change them)."""
         if self._layers is None:
-            layers: dict[tuple[str, str], list[Entry]] = {k: [] for k in LAYERS}
+            layers: dict[tuple[str, str], dict[str, Entry]] = {k: {} for k in LAYERS}
             for e in self.entries.values():
-                layers[(e.track, e.scope)].append(e)
+                layers[(e.track, e.scope)][e.id] = e
             self._layers = layers
-        return self._layers.get((track, scope), [])
+        return self._layers
 
     def newest_created(self) -> int:
         """The latest createdAt so far (0 if none): new entries are created after it, so the
@@ -83,6 +95,32 @@ def evolve(st: State, head: str, tree: str, puts: list[Entry], deletes: list[Ent
     return State(head=head, tree=tree, config=st.config, config_problem=st.config_problem,
                  entries=entries, paths=paths, blobs=all_blobs,
                  noncanonical=frozenset(noncanonical), corrupt=dict(st.corrupt), usage=usage,
-                 config_blob=st.config_blob,
+                 config_blob=st.config_blob, _layers=_evolved_layers(st, puts, deletes),
                  _newest=max([st.newest_created(), *(e.created_at for e in puts)]))
+
+
+def _evolved_layers(st: State, puts: list[Entry], deletes: list[Entry]
+                    ) -> dict[tuple[str, str], dict[str, Entry]] | None:
+    """``st``'s layers with the write applied, copying only the layers it changed, in the
+    order a rebuild from the new ``entries`` gives (an id keeps its place, a new one goes
+    last); None (rebuilt when asked) if ``st`` had none or an entry changed layer."""
+    if st._layers is None:
+        return None
+    layers = dict(st._layers)
+    copied: set[tuple[str, str]] = set()
+
+    def own(key: tuple[str, str]) -> dict[str, Entry]:
+        if key not in copied:
+            layers[key] = dict(layers.get(key, {}))
+            copied.add(key)
+        return layers[key]
+
+    for e in deletes:
+        own(st.entries[e.id].layer).pop(e.id, None)
+    for e in puts:
+        previous = st.entries.get(e.id)
+        if previous is not None and previous.layer != e.layer:
+            return None  # its place in the new layer is its place in ``entries``
+        own(e.layer)[e.id] = e
+    return layers
 
