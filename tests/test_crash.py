@@ -112,6 +112,17 @@ def die_renaming_a_pack(src, dst, *args, **kwargs):
         os._exit(9)  # the temp .pack and .idx are written and fsynced, not yet renamed
     return real_replace(src, dst, *args, **kwargs)
 
+real_create = filemem.files.atomic.create_new
+created = []
+
+def torn_create(path, data, *, durable, mode=0o600, dir_fd=None):
+    created.append(path)
+    if dir_fd is None or len(created) < 40:
+        return real_create(path, data, durable=durable, mode=mode, dir_fd=dir_fd)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+    os.write(fd, data[: len(data) // 2])  # half of the 40th new file, by its folder
+    os._exit(9)
+
 def torn_index(self, timeout=5.0, lock=None):
     with open(self.path + ".lock", "wb") as f:
         f.write(b"DIRC\\0\\0\\0")
@@ -119,6 +130,8 @@ def torn_index(self, timeout=5.0, lock=None):
 
 if point == "worktree-write":
     filemem.files.worktree.write = torn_write
+elif point == "create-in-folder":
+    filemem.files.atomic.create_new = torn_create
 elif point == "worktree-remove":
     filemem.files.worktree.remove = die
 elif point == "before-cas":
@@ -271,6 +284,24 @@ def test_kill_after_the_ref_moved_mid_seed(planted: Planted, store_path: Path) -
     assert git(store_path, "status", "--porcelain").count("\n") > 1  # half mirrored
     p = assert_repaired(store_path, planted)
     assert sorted(e["text"] for e in p.list_entries())[-5:] == [f"seeded {i}" for i in range(5)]
+    p.close()
+
+
+def test_kill_mid_big_seed_while_its_files_go_into_their_folder(planted: Planted,
+                                                                 store_path: Path) -> None:
+    """80 new files into one folder are created by name in the folder, opened once: a
+    kill at the 40th (torn) leaves the commit standing and is repaired like any other."""
+    before = git(store_path, "rev-parse", "HEAD").strip()
+    run_targeted(store_path, "create-in-folder", "big-seed")
+    assert git(store_path, "rev-parse", "HEAD~1").strip() == before
+    assert write_in_flight(store_path)
+    folder = next((store_path / "agent" / "workspace").rglob("_shared"))
+    on_disk = list(folder.glob("*.md"))
+    assert 40 <= len(on_disk) < 80  # half mirrored, the last one torn
+    p = assert_repaired(store_path, planted)
+    assert sorted(e["text"] for e in p.list_entries() if e["text"].startswith("packed ")) == \
+        sorted(f"packed {i}" for i in range(80))
+    assert len(list(folder.glob("*.md"))) == 80
     p.close()
 
 

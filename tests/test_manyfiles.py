@@ -85,3 +85,22 @@ def test_a_checked_folder_is_not_looked_at_again_but_another_one_is(tmp_path: Pa
     assert worktree.linked_folder(str(tmp_path), "new/x.md", checked) is None
     assert checked == {"a", "a/b"}  # a folder not there yet is looked at again next time
     assert worktree.linked_folder(str(tmp_path), "x.md", checked) is None
+
+
+def test_many_new_files_of_one_folder_are_made_in_it_by_name_a_few_by_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_path: list[str] = []
+    real = worktree.write
+
+    def counted(root: str, path: str, data: bytes, **kw: object) -> os.stat_result:
+        by_path.append(path)
+        return real(root, path, data, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worktree, "write", counted)
+    crowd = {f"agent/workspace/_shared/n{i:03d}.md": b"x\n" for i in range(manyfiles.BY_FOLDER)}
+    few = {f"user/user-global/_shared/f{i}.md": b"y\n" for i in range(manyfiles.BY_FOLDER - 1)}
+    files = {**crowd, **few}
+    got = manyfiles.write_files(str(tmp_path), files, set(files))
+    assert sorted(by_path) == sorted(few)  # the crowded folder's files went by name
+    assert all((tmp_path / p).read_bytes() == d for p, d in files.items())
+    assert [got[p].st_ino for p in files] == [os.lstat(tmp_path / p).st_ino for p in files]

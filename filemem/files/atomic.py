@@ -120,9 +120,9 @@ def _open_temp(path: str, mode: int, prefix: str, suffix: str) -> tuple[int, str
             continue  # left by a killed process that had our pid: take the next name
 
 
-def _unlink(path: str) -> None:
+def _unlink(path: str, dir_fd: int | None = None) -> None:
     with contextlib.suppress(OSError):
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
 
 
 def atomic_write(path: str, data: bytes, *, durable: bool, mode: int = 0o600,
@@ -149,11 +149,15 @@ def atomic_write(path: str, data: bytes, *, durable: bool, mode: int = 0o600,
         fsync_dir(os.path.dirname(path) or ".")
 
 
-def create_new(path: str, data: bytes, *, durable: bool, mode: int = 0o600) -> os.stat_result:
+def create_new(path: str, data: bytes, *, durable: bool, mode: int = 0o600,
+               dir_fd: int | None = None) -> os.stat_result:
     """Create ``path``, which must not exist (FileExistsError otherwise), with ``data``,
     directly: half the system calls of :func:`atomic_write`, for files nobody reads before
-    the caller is done. A failed write removes the partial file. Returns its stat."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    the caller is done. A failed write removes the partial file. Returns its stat.
+    ``dir_fd``: ``path`` is a name in that open folder (many files into one folder: the
+    folder is looked up once, not once a file); not with ``durable``."""
+    assert dir_fd is None or not durable
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
     try:
         try:
             written = os.write(fd, data)  # all of it, nearly always: one call
@@ -165,7 +169,7 @@ def create_new(path: str, data: bytes, *, durable: bool, mode: int = 0o600) -> o
         finally:
             os.close(fd)
     except BaseException:
-        _unlink(path)
+        _unlink(path, dir_fd)
         raise
     if durable:
         fsync_dir(os.path.dirname(path) or ".")
