@@ -110,6 +110,22 @@ def test_stat_matches(repo: Path) -> None:
     assert not index.stat_matches("nope", os.stat(repo / "run.sh"))
 
 
+def test_times_are_git_s_seconds_and_nanoseconds_even_where_the_float_rounds_up(
+        repo: Path) -> None:
+    """git records tv_sec and tv_nsec; the float st_mtime of ...999999999 ns is the next
+    second, so taking seconds from it would record a time one second off."""
+    ns = 1_700_000_000_999_999_999
+    st = os.stat_result((0o100644, 5, 7, 1, 0, 0, 12, 1, 2, 3,
+                         1.0, ns / 1e9, ns / 1e9, 10**9, ns, ns))
+    assert int(st.st_mtime) == 1_700_000_001  # what the float says
+    index = GitIndex.load(git_dir(repo))
+    index.set("a.txt", hash_blob(b"a\n"), st)
+    raw = index.entries[(b"a.txt", 0)]
+    c_s, c_ns, m_s, m_ns = struct.unpack_from(">LLLL", raw)
+    assert (c_s, c_ns, m_s, m_ns) == (1_700_000_000, 999_999_999) * 2
+    assert index.stat_matches("a.txt", st)
+
+
 def test_set_and_remove_are_what_git_sees(repo: Path) -> None:
     (repo / "dir" / "new.md").write_bytes(b"new\n")
     (repo / "a.txt").write_bytes(b"a2\n")

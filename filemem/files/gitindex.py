@@ -39,17 +39,18 @@ def hash_blob(data: bytes) -> str:
 
 
 def _entry_bytes(path: bytes, sha: str, st: os.stat_result | None, mode: int) -> bytes:
-    if st is None:  # unknown stat: git re-checks the file and reports it if it differs
-        stat = (0, 0, 0, 0, 0, 0, mode, 0, 0, 0)
-    else:
-        stat = (
-            int(st.st_ctime) & 0xFFFFFFFF, st.st_ctime_ns % 1_000_000_000,
-            int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 1_000_000_000,
-            st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, mode,
-            st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
-        )
     # the name's length, no stage, no extended flags: a new entry is never extended
-    return _FIXED.pack(*stat, bytes.fromhex(sha), min(len(path), _NAME_MASK)) + path
+    flags = len(path) if len(path) < _NAME_MASK else _NAME_MASK
+    if st is None:  # unknown stat: git re-checks the file and reports it if it differs
+        return _FIXED.pack(0, 0, 0, 0, 0, 0, mode, 0, 0, 0, bytes.fromhex(sha), flags) + path
+    # seconds and nanoseconds from the one integer, as git takes tv_sec and tv_nsec (the
+    # float st_mtime can round up to the next second)
+    c_s, c_ns = divmod(st.st_ctime_ns, 1_000_000_000)
+    m_s, m_ns = divmod(st.st_mtime_ns, 1_000_000_000)
+    return _FIXED.pack(c_s & 0xFFFFFFFF, c_ns, m_s & 0xFFFFFFFF, m_ns, st.st_dev & 0xFFFFFFFF,
+                       st.st_ino & 0xFFFFFFFF, mode, st.st_uid & 0xFFFFFFFF,
+                       st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF, bytes.fromhex(sha),
+                       flags) + path
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -174,9 +175,9 @@ class GitIndex:
         if raw is None:
             return False
         _c_s, _c_ns, m_s, m_ns, _dev, ino, _mode, _uid, _gid, size = _STAT.unpack_from(raw)
+        mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
         return (m_s, m_ns, size, ino) == (
-            int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 1_000_000_000,
-            st.st_size & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)
+            mtime_s & 0xFFFFFFFF, mtime_ns, st.st_size & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)
 
     def set(self, path: str, sha: str, st: os.stat_result | None, mode: int = 0o100644) -> None:
         name = path.encode("utf-8", "surrogateescape")
