@@ -131,3 +131,40 @@ def test_a_views_layers_carried_through_writes_are_the_layers_a_rebuild_gives(
     assert sum(map(len, carried.values())) == len(state.entries) == 12 - 1 + 70
     assert "note 01 changed" in [e.text for e in state.layer(texts[1][0], texts[1][1])]
     p.close()
+
+
+@pytest.mark.parametrize("kept", [4096, 3])
+def test_trees_spliced_from_kept_entries_are_the_trees_git_would_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
+    """A write's trees start from the entries of trees recent writes made, in any layer,
+    kept up to a bound (3: nearly every kept tree dropped again): whichever, each commit's
+    trees are canonical (git reads HEAD into an index and writes the same tree back) and
+    hold exactly the store's entries."""
+    from filemem.files import gitrepo
+
+    monkeypatch.setattr(gitrepo, "_ENTRIES_KEPT", kept)
+    root = tmp_path / "s"
+    p = filemem.open_store(root, create=True, write_policy="auto", budgets=BIG)
+    w = filemem.write_context(session_id="s1", cwd="/work/proj")
+    for i in range(16):
+        track, scope = LAYERS[(i * 3) % len(LAYERS)]
+        p.add({"track": track, "scope": scope, "text": f"note {i:02d}"}, w)
+        if i % 5 == 4:
+            p.replace({"track": track, "scope": scope, "match": f"note {i:02d}",
+                       "text": f"note {i:02d} again"}, w)
+        if i % 7 == 6:
+            p.remove({"track": track, "scope": scope, "match": f"note {i:02d}"}, w)
+    p.seed([{"track": "user", "scope": "workspace", "text": f"seeded {j}"} for j in range(9)],
+           w)
+    assert p.store.git._entries  # something was kept
+    head_tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "index"))  # not the store's
+    git(root, "read-tree", "HEAD")
+    assert git(root, "write-tree").strip() == head_tree
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    files = sorted(line.rsplit("/", 1)[-1][:-3] for line in
+                   git(root, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+                   if line.endswith(".md") and "/" in line)
+    assert files == sorted(e["id"] for e in p.list_entries())
+    git(root, "fsck", "--strict")
+    p.close()

@@ -36,6 +36,7 @@ TREE_MODE: Final = 0o40000
 BRANCH: Final = "main"
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TREE_CACHE_MAX: Final = 20_000
+_ENTRIES_KEPT: Final = 4096  # tree entries kept encoded between writes (splice): ~1.5 MB
 # the modes git writes in a tree (fsck: any other, or zero-padded, is bad)
 _MODES: Final = {b"100644": FILE_MODE, b"100755": 0o100755, b"120000": 0o120000,
                  b"160000": 0o160000, b"40000": TREE_MODE}
@@ -147,7 +148,7 @@ class GitRepo:
         self._repo: Repo | None = None
         self.packs = Packs(self.git_dir)
         self._trees: dict[str, Tree] = {}
-        self._entries: dict[str, _Entries] = {}  # the trees the last splice made (see there)
+        self._entries: dict[str, _Entries] = {}  # trees recent splices made (see there)
         self._commits: dict[str, CommitInfo] = {}
 
     # ------------------------------------------------------------ set-up
@@ -427,10 +428,11 @@ class GitRepo:
         Returns (root tree sha, {path: blob sha}). Only trees on changed paths are rebuilt.
         """
         blobs: dict[str, str] = {}
-        # the last write's trees, entry by entry: the next write's trees start from them, so
-        # a tree changed again (a seed after a seed, an add beside the last one) encodes
-        # only its changed entries
-        before, made = self._entries, {}
+        # the trees recent writes made, entry by entry: a write's trees start from them, so
+        # a tree changed again (a seed after a seed, an add beside an earlier one, in any
+        # of the layers written lately) encodes only its changed entries
+        before: dict[str, _Entries] = self._entries
+        made: dict[str, _Entries] = {}
 
         def build(tree_sha: str | None, sub: Mapping[str, bytes | None], prefix: str) -> str | None:
             tree = dict(self.read_tree(tree_sha)) if tree_sha else {}
@@ -470,7 +472,7 @@ class GitRepo:
 
         root = build(base_tree, changes, "")
         assert root is not None
-        self._entries = made
+        _keep_entries(self._entries, made)
         return root, blobs
 
     def make_commit(self, tree: str, parents: list[str], message: str, ident: str,
@@ -535,6 +537,20 @@ def _remember(cache: dict[str, _V], key: str, value: _V) -> _V:
         cache.clear()
     cache[key] = value
     return value
+
+
+def _keep_entries(kept: dict[str, _Entries], made: dict[str, _Entries]) -> None:
+    """Add the trees a splice made to those kept (newest last), then drop the oldest until
+    :data:`_ENTRIES_KEPT` entries are kept in all, but never one just made."""
+    for sha in made:
+        kept.pop(sha, None)
+    kept.update(made)
+    total = sum(map(len, kept.values()))
+    while total > _ENTRIES_KEPT:
+        oldest = next(iter(kept))
+        if oldest in made:
+            break
+        total -= len(kept.pop(oldest))
 
 
 def _parse_commit(sha: str, raw: bytes) -> CommitInfo:
