@@ -8,6 +8,7 @@ driven directly too. A Provider opened before a person's `git commit`, `git rese
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -517,6 +518,31 @@ def test_watch_stops_on_a_signal(make_provider: MakeProvider, store_path: Path,
     try:
         w.wait_started()
         code, err = w.signal_and_wait(sig)
+        assert code == 0, err
+        assert "Traceback" not in err and "Aborted" not in err
+    finally:
+        w.kill()
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_watch_exits_cleanly_however_often_the_signal_comes(
+        make_provider: MakeProvider, store_path: Path, sig: int) -> None:
+    """Ctrl-C pressed again and again: the first stops the watch, the rest change nothing,
+    even those that land while Python shuts down (its default action there kills the
+    process with no message: exit status -2)."""
+    make_provider().add({**UG, "text": "likes tea"}, ctx())
+    w = HumanWatch(store_path)
+    try:
+        w.wait_started()
+        deadline = time.monotonic() + BOUND
+        while w.proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ProcessLookupError):
+                w.proc.send_signal(sig)
+            time.sleep(0.002)
+        code = w.proc.wait(timeout=BOUND)
+        for reader in w._readers:
+            reader.join(BOUND)
+        err = "".join(w.err)
         assert code == 0, err
         assert "Traceback" not in err and "Aborted" not in err
     finally:

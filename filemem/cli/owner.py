@@ -416,7 +416,9 @@ def watch(store_path: str | None, as_json: bool) -> None:
             interrupted = True
             raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        signal.signal(sig, interrupt)
     try:
         with open_owner(store_path) as owner:
             watcher = owner.watcher(emit)
@@ -435,5 +437,8 @@ def watch(store_path: str | None, as_json: bool) -> None:
         if not isinstance(exc.__cause__, KeyboardInterrupt):
             raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # stopped, and the process exits next: a further signal (Ctrl-C pressed again) is
+        # ignored, not left to Python's shutdown, which puts back the default action that
+        # kills the process with no message (exit status -2, not 0)
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
