@@ -15,7 +15,6 @@ import os
 import posixpath
 import re
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Final, TypeGuard
@@ -86,7 +85,9 @@ def parse_iso_ms(text: str) -> int:
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random UUID, version 4, as ``str(uuid.uuid4())`` gives (without importing uuid,
+    which loads ``platform`` on every cold command)."""
+    return new_ids(1)[0]
 
 
 def new_ids(count: int) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -34,6 +33,8 @@ def git_cli() -> str:
 
 
 def _run(root: str, *args: str) -> None:
+    import subprocess  # here: a cold command that only reads never loads it
+
     done = subprocess.run([git_cli(), "-C", root, "-c", "gc.auto=0", *args],
                           capture_output=True, stdin=subprocess.DEVNULL, env=gitcli.env())
     if done.returncode != 0:

@@ -22,7 +22,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from filemem.files import atomic, worktree
@@ -69,6 +68,9 @@ def _written(items: list[tuple[str, bytes]],
     if time.perf_counter() - start <= SLOW_FILE * PROBE:
         out.update(write(rest))
         return out
+    # imported here: a cold command that only reads never loads it (nor logging)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="filemem-mirror") as pool:
         parts = [pool.submit(write, rest[k::WRITERS]) for k in range(WRITERS)]
     done = {p: st for f in parts for p, st in f.result()}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
 from filemem import errors
 from filemem.files import atomic
+from filemem.model import new_id
 from filemem.store.names import linked, read_only
 
 PENDING_DIR: Final = "pending"
@@ -140,7 +140,7 @@ class PendingStore:
             self._recover()
 
     def stage(self, record: Record) -> str:
-        pid = uuid.uuid4().hex[:12]
+        pid = new_id().replace("-", "")[:12]
         record = {"id": pid, **record}
         try:
             os.makedirs(self.dir, mode=0o700, exist_ok=True)

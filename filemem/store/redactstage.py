@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from typing import TYPE_CHECKING, Any, Final
 
 from filemem.files import atomic, gitprune
@@ -41,6 +40,8 @@ def stage_dir(store: Store) -> str:
 
 def clear(store: Store) -> None:
     """Drop what a redaction killed before its commit point staged (lock held)."""
+    import shutil  # here: a cold command that only reads never loads it (nor bz2, lzma)
+
     shutil.rmtree(stage_dir(store), ignore_errors=True)
 
 
