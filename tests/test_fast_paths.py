@@ -100,7 +100,7 @@ def test_set_many_makes_the_index_set_one_by_one_makes_and_git_agrees(
 
 
 def _rebuilt_layers(state: State) -> dict[tuple[str, str], list[str]]:
-    fresh = dataclasses.replace(state, _layers=None, _lists={})
+    fresh = dataclasses.replace(state, _layers=None)
     return {k: [e.id for e in fresh.layer(*k)] for k in LAYERS}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import ValuesView
 from dataclasses import dataclass, field
 
 from filemem import errors
@@ -28,17 +29,12 @@ class State:
     # each layer's entries by id, in the order of ``entries``; carried from view to view by
     # evolve (a write changes a layer or two: rebuilding all of them was an O(n) loop)
     _layers: dict[tuple[str, str], dict[str, Entry]] | None = field(default=None, repr=False)
-    _lists: dict[tuple[str, str], list[Entry]] = field(default_factory=dict, repr=False)
     _ordered: list[Entry] | None = field(default=None, repr=False)
     _newest: int | None = field(default=None, repr=False)
 
-    def layer(self, track: str, scope: str) -> list[Entry]:
-        """The entries of one layer, in the order of ``entries`` (do not change the list)."""
-        key = (track, scope)
-        found = self._lists.get(key)
-        if found is None:
-            found = self._lists[key] = list(self.layers().get(key, {}).values())
-        return found
+    def layer(self, track: str, scope: str) -> ValuesView[Entry]:
+        """The entries of one layer, in the order of ``entries``."""
+        return self.layers().get((track, scope), {}).values()
 
     def layers(self) -> dict[tuple[str, str], dict[str, Entry]]:
         """Each layer's entries by id (do not change them)."""
