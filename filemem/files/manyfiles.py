@@ -46,10 +46,10 @@ def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, 
             done = []
             for p, d in part:
                 folder, _, name = p.rpartition("/")
-                fd = folders.get(folder) if p in new else None
-                done.append((p, worktree.write(root, p, d, new=p in new, checked=checked)
-                             if fd is None else
-                             atomic.create_new(name, d, durable=False, dir_fd=fd)))
+                fd = folders.get(folder)  # open if it takes many new files
+                done.append((p, atomic.create_new(name, d, durable=False, dir_fd=fd)
+                             if fd is not None and p in new else
+                             worktree.write(root, p, d, new=p in new, checked=checked)))
             return done
 
         return _written(items, write)
@@ -99,13 +99,14 @@ def _opened(root: str, folders: set[str]) -> Iterator[dict[str, int]]:
 
 def _open_folder(path: str) -> int | None:
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | atomic.NOFOLLOW
-    for attempt in range(2):
-        try:
-            return os.open(path, flags)
-        except FileNotFoundError:
-            if attempt == 0:
-                with contextlib.suppress(OSError):
-                    os.makedirs(path, mode=0o700, exist_ok=True)
-        except OSError:
-            return None
-    return None
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return os.open(path, flags)
+    except OSError:
+        return None

@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from filemem import errors
 from filemem.files import atomic
-from filemem.model import new_id
 from filemem.store.names import linked, read_only
 
 PENDING_DIR: Final = "pending"
@@ -140,7 +139,7 @@ class PendingStore:
             self._recover()
 
     def stage(self, record: Record) -> str:
-        pid = new_id().replace("-", "")[:12]
+        pid = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave
         record = {"id": pid, **record}
         try:
             os.makedirs(self.dir, mode=0o700, exist_ok=True)
