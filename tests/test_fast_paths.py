@@ -168,3 +168,26 @@ def test_trees_spliced_from_kept_entries_are_the_trees_git_would_write(
     assert files == sorted(e["id"] for e in p.list_entries())
     git(root, "fsck", "--strict")
     p.close()
+
+
+def test_a_long_running_provider_caches_only_the_trees_at_head(tmp_path: Path) -> None:
+    """Each write replaces the trees on its path; the versions replaced leave the parsed-tree
+    cache (a server that had written 1,000 times held every version of every folder)."""
+    root = tmp_path / "s"
+    p = filemem.open_store(root, create=True, write_policy="auto", budgets=BIG)
+    w = filemem.write_context(session_id="s1", cwd="/work/proj")
+    for i in range(60):
+        track, scope = LAYERS[i % len(LAYERS)]
+        p.add({"track": track, "scope": scope, "text": f"note {i:02d}"}, w)
+        if i % 9 == 8:  # a layer emptied: its folder goes from the tree
+            for e in p.list_entries():
+                if (e["track"], e["scope"]) == (track, scope):
+                    p.remove({"track": track, "scope": scope, "match": e["text"]}, w)
+        p.query({"text": "note"})
+    at_head = {line.split()[2] for line in
+               git(root, "ls-tree", "-r", "-t", "HEAD").splitlines()
+               if line.split()[1] == "tree"}
+    at_head.add(git(root, "rev-parse", "HEAD^{tree}").strip())
+    cached = set(p.store.git._trees)
+    assert cached and cached <= at_head
+    p.close()

@@ -223,7 +223,10 @@ class GitRepo:
         Reads the ref file directly: this runs before every read, so it must cost
         microseconds, not dulwich's ref container set-up.
         """
-        ref = self.head_ref()
+        return self._commit_of(self.head_ref())
+
+    def _commit_of(self, ref: str) -> str | None:
+        """The commit branch ``ref`` points at (its file, else packed-refs), or None."""
         try:
             value = atomic.read_small(os.path.join(self.git_dir, *ref.split("/"))).strip()
             if len(value) == 40:
@@ -264,7 +267,7 @@ class GitRepo:
             op = gitstate.unfinished(self.git_dir)
             if op is not None:
                 raise gitstate.refusal(self.root, op, gitstate.conflicts(self.git_dir))
-            if self.head() != old:
+            if self._commit_of(ref) != old:  # the ref itself, as git verifies a ref's old value
                 return False
             lock.write(new.encode() + b"\n")
             lock.commit()  # released by the rename: the .lock name is the next writer's
@@ -463,10 +466,15 @@ class GitRepo:
                 else:
                     tree[name] = item
                     entries[name] = _entry(name, *item)
+            if tree_sha is not None:
+                # the version this one replaces goes: else a long-running process kept
+                # every version of every folder it wrote (~4 MB per 1,000 adds, unbounded
+                # until 20,000 trees)
+                self._trees.pop(tree_sha, None)
             if not tree and prefix:
                 return None  # git has no empty folders
             sha = pending.add(b"tree", _joined(entries))
-            self._trees[sha] = tree
+            _remember(self._trees, sha, tree)
             made[sha] = entries
             return sha
 
