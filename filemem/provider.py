@@ -145,7 +145,8 @@ class Provider:
 
         Under ``ask`` with nobody to ask, the write is staged as a pending approval."""
         payload = prep.payload
-        found = self._checked(prep)  # a blocking finding refuses before anyone is asked
+        config = self.config()  # one view of HEAD for the checks and the policy
+        found = self._checked(prep, config)  # a blocking finding refuses before anyone is asked
         replay = _REPLAY.get()
         gate = self.gate
         if replay is not None:  # the owner approves a staged write: same targets, or refuse
@@ -157,7 +158,7 @@ class Provider:
                     {"track": payload["track"], "scope": payload["scope"], "match": prep.match})
             gate = replay.approver
             w = Writer(w.write, w.session_id, w.workspace_key, w.agent_key)  # no write gate
-        decision = approval.decide(self.config(), payload, op.title(payload), w.write,
+        decision = approval.decide(config, payload, op.title(payload), w.write,
                                    policy_source=self._policy_source(payload),
                                    call_gate=w.gate, provider_gate=gate, findings=found)
         if replay is not None and decision.allowed and \
@@ -194,10 +195,10 @@ class Provider:
 
         return self.store.retrying(attempt)
 
-    def _checked(self, prep: Prepared) -> list[checks.Finding]:
+    def _checked(self, prep: Prepared, config: Config) -> list[checks.Finding]:
         """The store's checks over the texts the write would store: INVALID_INPUT
         (``details.reason: checks``) for a blocking finding, else what to show the person."""
-        found = checks.scan_all(prep.texts, self.config())
+        found = checks.scan_all(prep.texts, config)
         refusal = checks.refused(found)
         if refusal is not None:
             raise refusal
@@ -285,8 +286,9 @@ class Provider:
         op = operation(method)
         w = writer_of(write)
         prep = op.prepare(self._core, input, w)
-        found = self._checked(prep)
-        policy, key = approval.resolve_policy(self.config(), prep.payload,
+        config = self.config()
+        found = self._checked(prep, config)
+        policy, key = approval.resolve_policy(config, prep.payload,
                                               self._policy_source(prep.payload))
         return ApprovalRequest(prep.payload, approval.reason(prep.payload), w.write, policy,
                                key, op.title(prep.payload), tuple(found))

@@ -246,11 +246,13 @@ class GitIndex:
         """Write through ``index.lock`` (``lock`` if the caller already holds it) and rename
         into place. Not fsynced (git does not fsync it either): it is rebuilt from HEAD if
         lost."""
-        data = _HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)) + \
-            b"".join(self._values)
-        data += hashlib.sha1(data).digest()
+        # one buffer, its digest written after it: `header + entries` and `+= digest` were
+        # two more copies of the whole index (~150 KB at 1,000 entries: ~60 µs a write)
+        data = b"".join([_HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)),
+                         *self._values])
         with lock or self.lock(timeout) as held:
             held.write(data)
+            held.write(hashlib.sha1(data).digest())
             held.commit()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import struct
 import zlib
@@ -105,13 +106,10 @@ def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[str, bytes, bytes]
     pack_sha = hashlib.sha1(pack).digest()
     pack += pack_sha
     index.sort()
-    fanout = [0] * 256
+    counts = [0] * 256
     for binsha, _, _ in index:
-        fanout[binsha[0]] += 1
-    total = 0
-    for i in range(256):
-        total += fanout[i]
-        fanout[i] = total
+        counts[binsha[0]] += 1
+    fanout = list(itertools.accumulate(counts))  # how many shas start at or below each byte
     shas, crcs, offsets = zip(*index, strict=True) if index else ((), (), ())
     idx = b"".join([
         b"\377tOc", struct.pack(">L", 2), struct.pack(">256L", *fanout),
