@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -86,6 +87,53 @@ def file_system(path: str) -> str:
     name = os.path.basename(dev)
     journaled = any(n.startswith(name + "-") for n in _listdir("/proc/fs/jbd2"))
     return "ext4" if journaled else "ext4 without a journal"
+
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # Linux, 64-bit
+_FS_TOPDIR_FL = 0x00020000  # chattr +T
+
+
+def spread(folder: str) -> bool:
+    """Ask ext4 to put each folder made in ``folder`` in a block group of its own (the
+    TOPDIR flag, ``chattr +T``, as it does for the root's own folders): then each store of a
+    bench sees only its own deleted inodes, not those an earlier run beside it freed (on
+    ext4 without a journal a new file skips every inode freed in the last 5-10 minutes in
+    its group, see :func:`file_system`). True if set; False where the file system or the
+    platform has no such flag (nothing changes there)."""
+    try:
+        import array
+        import fcntl
+    except ImportError:  # not POSIX
+        return False
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        flags[0] |= _FS_TOPDIR_FL
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        return bool(flags[0] & _FS_TOPDIR_FL)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def instructions(cmd: list[str], env: dict[str, str] | None = None) -> int | None:
+    """The instructions ``cmd`` executes, counted by valgrind's callgrind (None without
+    valgrind). A count does not move with the machine's load or speed, so it compares
+    code across runs and hours where times cannot; a run takes ~50x the command's time."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        out = subprocess.run([valgrind, "--tool=callgrind",
+                              f"--callgrind-out-file={os.path.join(folder, 'callgrind.out')}",
+                              *cmd], capture_output=True, text=True, env=env, check=False)
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if out.returncode != 0 or found is None:
+        raise RuntimeError(f"valgrind {' '.join(cmd)} failed: {out.stderr[-500:]}")
+    return int(found[1])
 
 
 def _listdir(path: str) -> list[str]:

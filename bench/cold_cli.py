@@ -13,6 +13,12 @@ cleared for the children and one untimed run of each writes the cache first).
 
     python bench/cold_cli.py                  # 21 samples of each
     python bench/cold_cli.py --runs 41 --entries 2000
+    python bench/cold_cli.py --instructions    # also each command's instruction count
+
+``--instructions`` runs each command once more under valgrind's callgrind and prints the
+instructions it executed: a figure the machine's load and speed do not move, to compare
+code across hours (this project's machine runs 4-6 M instructions a CPU millisecond in a
+quiet hour, and 2-3x fewer in a slow one).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import tempfile
 import time
 
 import filemem
+from bench import instructions
 
 BIG = {"user": {"userGlobal": 10**9, "workspace": 10**9},
        "agent": {"userGlobal": 10**9, "workspace": 10**9}}
@@ -67,6 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions (valgrind)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="filemem-cold-cli-")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -90,7 +99,12 @@ def main() -> None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
               f"{load:.1f} at the end; {args.entries} entries; median of {args.runs} runs")
-        print(f"{'command':28} {'wall ms':>8} {'cpu ms':>8}   against")
+        counts = {name: instructions(cmd, env) for name, cmd in cases.items()} \
+            if args.instructions else {}
+        if args.instructions and None in counts.values():
+            print("# --instructions: valgrind is not on PATH; no counts")
+        print(f"{'command':28} {'wall ms':>8} {'cpu ms':>8}"
+              f"{'  M instr' if counts else ''}   against")
         for name, got in samples.items():
             wall = statistics.median(w for w, _ in got)
             cpu = statistics.median(c for _, c in got)
@@ -98,7 +112,9 @@ def main() -> None:
             if name.startswith("filemem"):
                 verdict = (f"target {TARGET_MS:.0f} ms: "
                            f"{'met' if wall <= TARGET_MS else 'MISSED'}")
-            print(f"{name:28} {wall:8.0f} {cpu:8.0f}   {verdict}")
+            count = counts.get(name)
+            shown = f"{count / 1e6:9.0f}" if count else ("        -" if counts else "")
+            print(f"{name:28} {wall:8.0f} {cpu:8.0f}{shown}   {verdict}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -18,6 +18,11 @@ time when other processes share the machine. Every stdout line must be a JSON-RP
 
     python bench/mcp_startup.py                    # 7 samples of each, stores of 0 and 10,000
     python bench/mcp_startup.py --runs 15 --entries 2000
+    python bench/mcp_startup.py --instructions      # also the instructions of each start
+
+``--instructions`` also counts, with valgrind's callgrind, the instructions each server
+executes to import and build itself (everything before it reads its first message): a
+figure the machine's load and speed do not move, unlike the times above.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import time
 from typing import IO, Any
 
 import filemem
+from bench import instructions
 
 BIG = {"user": {"userGlobal": 10**9, "workspace": 10**9},
        "agent": {"userGlobal": 10**9, "workspace": 10**9}}
@@ -53,6 +59,15 @@ def echo(text: str) -> str:
 
 
 server.run()
+"""
+
+# the two servers imported and built, not run: what each does before its first message
+BARE_BUILD = BARE_SERVER.replace("server.run()", "")
+FILEMEM_BUILD = """
+from filemem.mcp.server import build_server
+from filemem.mcp.sessions import MemoryService
+
+build_server(MemoryService(workspace="/"))
 """
 
 
@@ -151,6 +166,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of each start (valgrind)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="filemem-mcp-bench-")
     bare = [sys.executable, "-c", BARE_SERVER]
@@ -194,6 +211,16 @@ def main() -> None:
                 line += (f"; RSS after it median {statistics.median(rss):.0f} MB (max "
                          f"{max(rss):.0f}), target <= {RSS_TARGET_MB:.0f} MB: {verdict}")
             print(line)
+        if args.instructions:
+            peer_count = instructions([sys.executable, "-c", BARE_BUILD])
+            count = instructions([sys.executable, "-c", FILEMEM_BUILD])
+            if peer_count is None or count is None:
+                print("instructions: valgrind is not on PATH; no counts")
+            else:
+                print(f"instructions to import and build the server: bare "
+                      f"{peer_count / 1e6:,.0f} M, "
+                      f"filemem {count / 1e6:,.0f} M ({(count - peer_count) / 1e6:+,.0f} M, "
+                      f"{(count / peer_count - 1) * 100:+.0f}%)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
