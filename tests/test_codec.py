@@ -175,6 +175,17 @@ def test_canonical_is_stable() -> None:
     assert encode(entry, previous=first) == first
 
 
+def test_ids_are_quoted_without_filling_the_quote_cache() -> None:
+    # a long-running server encodes every entry (the view cache's check): ids, new in every
+    # file, must not fill the cache kept for the values files share
+    entries = [make_entry(id=f"0f7c1b1e-4a5b-4c3d-9e8f-{i:012d}") for i in range(300)]
+    encode(entries[0])
+    before = codec.quote.cache_info().currsize
+    files = [encode(e) for e in entries]
+    assert codec.quote.cache_info().currsize == before
+    assert [decode(f).entry.id for f in files] == [e.id for e in entries]
+
+
 def test_replace_changes_exactly_the_changed_lines() -> None:
     old = make_entry(text="old text\nsecond line\n")
     new = old.revised(text="new text\nsecond line\n", version=2, updated_at=T0 + 5000,

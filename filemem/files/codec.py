@@ -88,13 +88,18 @@ class Decoded:
 # ---------------------------------------------------------------- writing
 
 
-@functools.lru_cache(maxsize=8192)
-def quote(value: str) -> str:
+def _quote(value: str) -> str:
     """A YAML scalar for ``value`` that every YAML 1.1/1.2 parser reads back as that string."""
     if _plain_ok(value):
         return value
     out = json.dumps(value, ensure_ascii=False)
     return metakeys.yaml_escaped(out)
+
+
+# the values many files share (workspace and agent keys, sources, tags) are quoted once and
+# remembered; an id is new in every file, so it is quoted without the cache (8,192 ids would
+# only fill it: ~1.5 MB held by a long-running server, and every shared value pushed out)
+quote = functools.lru_cache(maxsize=8192)(_quote)
 
 
 def _scalar(value: Any) -> str:
@@ -128,7 +133,7 @@ def field_values(entry: Entry) -> dict[str, Any]:
 def _field_lines(entry: Entry) -> list[str]:
     """One line per protocol field, in FIELDS order (timestamps plain: they are ISO-8601)."""
     return [
-        f"id: {quote(entry.id)}",
+        f"id: {_quote(entry.id)}",
         f"track: {entry.track}",
         f"scope: {entry.scope}",
         f"workspaceKey: {quote(entry.workspace_key)}",
