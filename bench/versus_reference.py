@@ -336,8 +336,8 @@ def main() -> None:
             print(msg, file=sys.stderr)
 
     tmp = tempfile.mkdtemp(prefix="filemem-vs-ref-", dir=args.dir)
-    # the reference's database, the in-process store and the bridge's copy each in a block
-    # group of their own: the bridge's run is not slowed by the inodes the in-process run freed
+    # the in-process store and the bridge's copy each in a block group of their own: the
+    # bridge's run is not slowed by the inodes the in-process run freed
     own_groups = spread(tmp)
     try:
         work = workload(args.entries, args.n, args.seeds)

@@ -98,7 +98,7 @@ def _quote(value: str) -> str:
 
 # the values many files share (workspace and agent keys, sources, tags) are quoted once and
 # remembered; an id is new in every file, so it is quoted without the cache (8,192 ids would
-# only fill it: ~1.5 MB held by a long-running server, and every shared value pushed out)
+# only fill it: ~1 MB held by a long-running server, and every shared value pushed out)
 quote = functools.lru_cache(maxsize=8192)(_quote)
 
 
