@@ -80,6 +80,26 @@ def test_a_cold_read_imports_only_what_it_needs(packed_store: Path, args: list[s
     assert heavy == []
 
 
+ELSEWHERE = ("filemem.owner.sync", "filemem.owner.remotes", "filemem.owner.redact",
+             "filemem.owner.imports", "filemem.adapters", "filemem.owner.watch")
+
+
+@pytest.mark.parametrize("args,unneeded", [
+    (["verify"], ELSEWHERE),
+    (["status"], (*ELSEWHERE, "filemem.owner.history", "filemem.owner.merge")),
+    (["log"], ELSEWHERE),
+])
+def test_an_owner_command_imports_only_its_own_part_of_the_owner_side(
+        packed_store: Path, args: list[str], unneeded: tuple[str, ...]) -> None:
+    env = {**os.environ, "FILEMEM_STORE": str(packed_store)}
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stderr.rsplit("MODULES ", 1)[1]))
+    assert "filemem.owner" in loaded
+    assert sorted(loaded & set(unneeded)) == []
+
+
 def test_the_mcp_server_reads_without_dulwich_or_ruamel(packed_store: Path) -> None:
     code = ("import sys, filemem.mcp.server, filemem\n"
             f"p = filemem.open_store({str(packed_store)!r}, validate=False)\n"

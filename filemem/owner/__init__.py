@@ -15,22 +15,15 @@ method reaches them. Surfaces use this class and the Provider, never the store b
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filemem import errors, shown
 from filemem.approval import ApprovalRequest
 from filemem.config import Config
 from filemem.files import atomic, worktree
 from filemem.model import DEFAULT_SOURCE
-from filemem.owner import handedits, history, imports, redact, remotes, sync, watch
-from filemem.owner.filemerge import Prefer
-from filemem.owner.handedits import Change
-from filemem.owner.history import Report
-from filemem.owner.remotes import Progress, Remote, normalize_url
-from filemem.owner.sync import SyncResult
 from filemem.provider import Provider
 from filemem.rules import findings as checks
 from filemem.session import writer_of
@@ -38,6 +31,29 @@ from filemem.store.auditlog import row
 from filemem.store.names import private_files
 from filemem.store.pending import Record, approved_by, rejected_by
 from filemem.types import OwnerImportResult
+
+# Each of the owner's modules is imported by the method that uses it: `filemem verify` does
+# not pay for sync, redaction or the adapters (importing them all doubled a cold owner
+# command's start-up). The names this package re-exports load the same way (:func:`__getattr__`).
+if TYPE_CHECKING:
+    from filemem.owner import redact, watch
+    from filemem.owner.filemerge import Prefer
+    from filemem.owner.handedits import Change, InProgress
+    from filemem.owner.history import Report
+    from filemem.owner.remotes import Progress, Remote, normalize_url
+    from filemem.owner.sync import SyncResult
+
+_EXPORTED: dict[str, str] = {"Change": "handedits", "Prefer": "filemerge", "Remote": "remotes",
+                             "Report": "history", "SyncResult": "sync",
+                             "normalize_url": "remotes"}
+
+
+def __getattr__(name: str) -> Any:
+    """The re-exported names, each imported from its module on first use."""
+    if name not in _EXPORTED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTED[name]}"), name)
 
 
 class OwnerApproval:
@@ -150,6 +166,7 @@ class Owner:
         commit, skipping those whose text is already in the same layer, or earlier in the
         same import, and (with ``adapter_id``) memories that adapter imported before in the
         version given, unless ``keep_duplicates`` (see :mod:`filemem.owner.imports`)."""
+        from filemem.owner import imports
         return imports.import_entries(self.provider, inputs, write,
                                       keep_duplicates=keep_duplicates, adapter_id=adapter_id)
 
@@ -157,11 +174,13 @@ class Owner:
 
     def status(self, *, budget_check: bool = True) -> list[Change]:
         """Uncommitted changes in the working tree, each with why it cannot be adopted."""
+        from filemem.owner import handedits
         return handedits.status(self._store, budget_check=budget_check)
 
-    def git_operation(self) -> handedits.InProgress | None:
+    def git_operation(self) -> InProgress | None:
         """The git merge, rebase, cherry-pick, revert, ``git am`` or bisect unfinished in
         the store (writes are refused until it is finished or aborted), or None."""
+        from filemem.owner import handedits
         return handedits.in_progress(self._store)
 
     def refuse_unfinished_git(self) -> None:
@@ -174,11 +193,13 @@ class Owner:
         the file, the commit that brought it, the way out); one of ``changes`` (from
         :meth:`status`) if the working tree already changes it. Agents' reads and writes
         fail until they are mended; the owner's commands keep working."""
+        from filemem.owner import handedits
         return handedits.invalid(self._store, changes)
 
     def changes(self, paths: Iterable[str] | None = None, *,
                 budget_check: bool = True) -> list[Change]:
         """The changes at ``paths`` (default: all); budgets checked for exactly those."""
+        from filemem.owner import handedits
         changes = handedits.status(self._store, budget_check=False)
         unchanged = [] if paths is None else \
             [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
@@ -198,6 +219,7 @@ class Owner:
         after = None if worktree.link_problem(root, change.path) else \
             worktree.read(root, change.path)
         after_text = after.decode("utf-8", "replace") if after is not None else ""
+        import difflib
         lines = difflib.unified_diff(
             before.splitlines(keepends=True), after_text.splitlines(keepends=True),
             fromfile=f"a/{change.path}" if head_blob else "/dev/null",
@@ -208,22 +230,26 @@ class Owner:
 
     def adopt(self, paths: Iterable[str] | None = None) -> list[Change]:
         """Commit the hand edits at ``paths`` (default: all) as one commit."""
+        from filemem.owner import handedits
         return handedits.adopt(self._store, paths)
 
     def discard(self, paths: Iterable[str] | None = None) -> list[Change]:
         """Put the files at ``paths`` (default: all) back as committed."""
+        from filemem.owner import handedits
         return handedits.discard(self._store, paths)
 
     # ------------------------------------------------------------ history
 
     def log(self, entry_id: str | None = None, limit: int | None = None
             ) -> list[dict[str, Any]]:
+        from filemem.owner import history
         return history.log(self._store, entry_id, limit)
 
     def verify(self, progress: Callable[[int, int], None] | None = None, *,
                full: bool = False) -> Report:
         """Replay the history (``full``: all of it, not only what came since the last
         clean verify); ``progress(done, total)`` after each commit."""
+        from filemem.owner import history
         return history.verify(self._store, progress, full=full)
 
     # ------------------------------------------------------------ redaction
@@ -231,33 +257,40 @@ class Owner:
     def redact_plan(self, entry_id: str | None = None,
                     text: str | None = None) -> redact.Plan:
         """What redacting an entry (its every text) or a text would change; changes nothing."""
+        from filemem.owner import redact
         return redact.plan(self._store, entry_id, text)
 
     def redact(self, entry_id: str | None = None, text: str | None = None) -> dict[str, Any]:
         """Remove an entry's texts, or a text, from the whole history (owner only)."""
+        from filemem.owner import redact
         return redact.apply(self._store, entry_id, text)
 
     # ------------------------------------------------------------ remotes and sync
 
     def remotes(self) -> list[Remote]:
+        from filemem.owner import remotes
         return remotes.remotes(self._store.git)
 
     def add_remote(self, name: str, url: str) -> Remote:
+        from filemem.owner import remotes
         return remotes.add_remote(self._store, name, url)
 
     def remove_remote(self, name: str) -> Remote:
+        from filemem.owner import remotes
         return remotes.remove_remote(self._store, name)
 
     def sync(self, name: str | None = None, *, progress: Progress | None = None,
              keep_config: Prefer | None = None) -> SyncResult:
         """Fetch, integrate, push. ``keep_config`` ("local" or "remote") decides the keys of
         filemem.yaml both sides changed differently (otherwise CONFIG_CONFLICT)."""
+        from filemem.owner import sync
         return sync.sync(self._store, name, progress=progress, keep_config=keep_config)
 
     # ------------------------------------------------------------ watching
 
     def watcher(self, emit: Callable[[watch.Event], None]) -> watch.Watcher:
         """A watcher reporting hand edits and HEAD moving to ``emit`` (call ``start``)."""
+        from filemem.owner import watch
         return watch.Watcher(self._store, emit)
 
 
@@ -286,6 +319,7 @@ def make_export_folder(path: str) -> None:
 
 def clone(url: str, path: str, *, progress: Progress | None = None) -> str:
     """Make a new store at ``path`` from the store published at ``url``; returns its path."""
+    from filemem.owner import sync
     return sync.clone(url, path, progress=progress)
 
 
