@@ -712,6 +712,18 @@ def test_files_git_ignores_are_not_hand_edits(p: filemem.Provider, store_path: P
     assert texts(p) == ["likes green tea"]
 
 
+def test_an_ignore_pattern_hides_new_files_but_not_edits_of_tracked_ones(
+        p: filemem.Provider, store_path: Path) -> None:
+    tea = add(p, "likes tea")
+    path = file_of(store_path, tea["id"])
+    with open(store_path / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("*.md\n")  # as in git: says nothing of files already tracked
+    set_text(path, "likes green tea")
+    put(path.parent / "new-note.md", "a file git ignores")
+    assert git(store_path, "status", "--porcelain").strip() == f"M {rel(store_path, path)}"
+    assert [c["path"] for c in status_json(store_path)] == [rel(store_path, path)]
+
+
 def test_moving_an_entry_file_to_another_layer_keeps_its_id(p: filemem.Provider,
                                                            store_path: Path) -> None:
     tea = add(p, "likes tea")

@@ -152,15 +152,15 @@ def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None
                          "is finished")
 
 
-def _working_files(store: Store) -> set[str]:
-    """Files under the track folders of the working tree, except temp files, editors' files
-    (:data:`~filemem.files.layout.EDITOR_FILES`) and what git ignores (``.gitignore``,
-    ``.git/info/exclude``, the global excludes file)."""
-    from dulwich.ignore import IgnoreFilterManager
-
+def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
+    """Files under the track folders of the working tree that are not in ``tracked``, except
+    temp files, editors' files (:data:`~filemem.files.layout.EDITOR_FILES`) and what git
+    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file). As in git, an
+    ignore pattern says nothing of a tracked file, so only the others are matched against
+    the patterns (dulwich's matching took ~0.3 ms a file: most of a `status` of thousands),
+    and dulwich is not even loaded while no other file is there."""
     root = store.root
-    ignored = IgnoreFilterManager.from_repo(store.git.repo)
-    found: set[str] = set()
+    candidates: list[str] = []
     for top in TRACKS:
         base = os.path.join(root, top)
         for folder, dirs, files in os.walk(base):
@@ -168,11 +168,15 @@ def _working_files(store: Store) -> set[str]:
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             for name in files:
                 path = f"{rel}/{name}"
-                if name.endswith(worktree.TMP_SUFFIX) or is_editor_file(path) \
-                        or ignored.is_ignored(path):
-                    continue
-                found.add(path)
-    return found
+                if path not in tracked and not name.endswith(worktree.TMP_SUFFIX) \
+                        and not is_editor_file(path):
+                    candidates.append(path)
+    if not candidates:
+        return set()
+    from dulwich.ignore import IgnoreFilterManager
+
+    ignored = IgnoreFilterManager.from_repo(store.git.repo)
+    return {path for path in candidates if not ignored.is_ignored(path)}
 
 
 def _keys_from_folder(state: State, path: str) -> tuple[dict[str, Any], str | None]:
@@ -283,7 +287,7 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     moved = {c.before.id: c.before for c in changes
              if c.kind == "deleted" and c.before is not None}
     seen_ids = {e.id for e in state.entries.values()} - moved.keys()
-    for path in sorted(_working_files(store) - head_files):
+    for path in sorted(_untracked_files(store, head_files)):
         link = worktree.link_problem(store.root, path)
         if link is not None:
             changes.append(Change(path, "added", problem=link))
