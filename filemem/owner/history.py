@@ -23,6 +23,7 @@ line's replay must agree with that parent's entries.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -395,7 +396,11 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
     :class:`Report` (``ok`` False on any real problem). ``progress(done, total)`` after
     each commit replayed."""
     report = Report()
-    cache: dict[str, Entry | None] = {}
+    # HEAD's entries by blob, as the view has them (decoded from git, or from the view cache
+    # after encoding each gave its blob's sha again): the replay of a tree reads most of them
+    state = store.state()
+    cache: dict[str, Entry | None] = {state.blobs[path]: state.entries[eid] for eid, path in
+                                      itertools.islice(state.paths.items(), _DECODED_MAX)}
     removals: list[tuple[int, CommitInfo, list[str]]] = []  # (where in problems, commit, ids)
     point = None if full else verifycheck.load(store)
     commits = verifycheck.commits_since(store, point.commit) if point is not None else None
