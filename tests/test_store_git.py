@@ -507,3 +507,35 @@ def test_packed_history_still_reads(seeded: filemem.Provider, store_path: Path) 
     seeded.remove({**UG, "match": "espresso"}, ctx())
     assert texts(seeded) == ["alpha likes tea", "gamma likes water"]
     assert_clean_repo(store_path)
+
+
+def _heap_order(head: str, graph: dict[str, tuple[int, tuple[str, ...]]]) -> list[str]:
+    """Newest first by commit time, equal times in sha order: the plain heap walk."""
+    import heapq
+    heap, seen, out = [(-graph[head][0], head)], set(), []
+    while heap:
+        _, sha = heapq.heappop(heap)
+        if sha not in seen:
+            seen.add(sha)
+            out.append(sha)
+            for p in graph[sha][1]:
+                heapq.heappush(heap, (-graph[p][0], p))
+    return out
+
+
+def test_newest_first_takes_single_parents_in_the_heaps_order() -> None:
+    import random
+
+    from filemem.files.gitrepo import newest_first
+    rng = random.Random(7)
+    for _ in range(200):  # histories with forks, merges, equal and out-of-order times
+        graph: dict[str, tuple[int, tuple[str, ...]]] = {}
+        shas: list[str] = []
+        for n in range(rng.randint(1, 40)):
+            sha = f"{rng.getrandbits(160):040x}"
+            parents = tuple(rng.sample(shas[-6:], k=min(len(shas[-6:]), rng.choice(
+                [1, 1, 1, 2, 3])))) if shas else ()
+            graph[sha] = (rng.randint(0, 5) + n // rng.choice([1, 3]), parents)
+            shas.append(sha)
+        head = shas[-1]
+        assert list(newest_first(head, graph.__getitem__)) == _heap_order(head, graph)

@@ -132,11 +132,19 @@ def newest_first(head: str, time_and_parents: Callable[[str], tuple[int, Sequenc
         _, sha = heapq.heappop(heap)
         if sha in seen:
             continue
-        seen.add(sha)
-        yield sha
-        for parent in time_and_parents(sha)[1]:
-            if parent not in seen:
-                heapq.heappush(heap, (-time_and_parents(parent)[0], parent))
+        while True:
+            seen.add(sha)
+            yield sha
+            parents = time_and_parents(sha)[1]
+            # a line of single parents with nothing else waiting (most of a history): the
+            # parent is what the heap would give next, so it is taken without the heap
+            if len(parents) == 1 and not heap and parents[0] not in seen:
+                sha = parents[0]
+                continue
+            for parent in parents:
+                if parent not in seen:
+                    heapq.heappush(heap, (-time_and_parents(parent)[0], parent))
+            break
 
 
 class GitRepo:

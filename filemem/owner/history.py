@@ -84,9 +84,11 @@ def _about(store: Store, prefix: str) -> list[CommitInfo]:
         return []
     for _attempt in range(2):
         known = logindex.commits_by_entry(store)
+        about = {sha for sha, (_time, _parents, ids) in known.items() for i in ids
+                 if i.startswith(prefix) or i == logindex.ANY}
         try:
             picked = [store.git.commit(sha) for sha in logindex.newest_first(known, head)
-                      if any(i == logindex.ANY or i.startswith(prefix) for i in known[sha][2])]
+                      if sha in about]
         except KeyError:  # the index lacks a commit
             picked = None
         # the commits read from git anyway (HEAD's too) must be as the index has them

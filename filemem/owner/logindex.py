@@ -41,13 +41,18 @@ def _load(path: str) -> Known:
     if not data.startswith(HEADER) or not data.endswith(b"\n"):
         return {}  # another format, or a torn last line: rebuild from git
     known: Known = {}
+    none: tuple[str, ...] = ()
     try:
         for line in data[len(HEADER):-1].decode("ascii").split("\n"):
             sha, when, parents, ids = line.split(" ")
             if len(sha) != 40:
                 return {}
-            known[sha] = (int(when), () if parents == "-" else tuple(parents.split(",")),
-                          () if ids == "-" else tuple(ids.split(",")))
+            # most commits have one parent and name one entry: no split for those
+            known[sha] = (int(when),
+                          none if parents == "-" else
+                          tuple(parents.split(",")) if "," in parents else (parents,),
+                          none if ids == "-" else
+                          tuple(ids.split(",")) if "," in ids else (ids,))
     except ValueError:  # torn or edited: rebuild from git
         return {}
     return known
