@@ -40,9 +40,9 @@ def compile_sources() -> None:
     The editable install of the README's test command leaves it uncompiled, and where
     PYTHONDONTWRITEBYTECODE is set (as on the machines this suite was written on) no Python
     process writes the compiled files itself: every `filemem`, bridge and MCP server the
-    suite starts then compiled its ~80 modules from source, which cost twice its whole
-    import (560-720 M instructions against 345-390 M). compileall writes them anyway, into
-    the usual ``__pycache__`` folders, and skips those already up to date."""
+    suite starts then compiled its ~80 modules from source, which cost more than its
+    whole import (560-720 M instructions against 345-390 M). compileall writes them anyway,
+    into the usual ``__pycache__`` folders, and skips those already up to date."""
     import compileall
 
     for folder in ("filemem", "adapters", "conformance", "bench"):

@@ -41,7 +41,6 @@ def _load(path: str) -> Known:
     if not data.startswith(HEADER) or not data.endswith(b"\n"):
         return {}  # another format, or a torn last line: rebuild from git
     known: Known = {}
-    none: tuple[str, ...] = ()
     try:
         for line in data[len(HEADER):-1].decode("ascii").split("\n"):
             sha, when, parents, ids = line.split(" ")
@@ -49,9 +48,9 @@ def _load(path: str) -> Known:
                 return {}
             # most commits have one parent and name one entry: no split for those
             known[sha] = (int(when),
-                          none if parents == "-" else
+                          () if parents == "-" else
                           tuple(parents.split(",")) if "," in parents else (parents,),
-                          none if ids == "-" else
+                          () if ids == "-" else
                           tuple(ids.split(",")) if "," in ids else (ids,))
     except ValueError:  # torn or edited: rebuild from git
         return {}
