@@ -250,6 +250,25 @@ def test_missing_short_corrupt_and_unsupported_indexes(repo: Path) -> None:
         GitIndex.load(git_dir(repo))
 
 
+def test_an_index_without_a_checksum_is_read_as_git_reads_it(repo: Path) -> None:
+    """git under index.skipHash (on with feature.manyFiles) writes 20 zero bytes where the
+    checksum goes; git accepts that index, so it is not rebuilt and nothing staged is lost."""
+    (repo / "staged.txt").write_text("staged\n")
+    git(repo, "add", "staged.txt")
+    path = repo / ".git" / "index"
+    data = path.read_bytes()
+    path.write_bytes(data[:-20] + bytes(20))
+    # git reads it (without the optional lock, so that it does not write the index again)
+    assert git(repo, "--no-optional-locks", "status", "--porcelain") == "A  staged.txt\n"
+    assert path.read_bytes()[-20:] == bytes(20)
+    index = GitIndex.load(git_dir(repo))
+    assert ls_files(index) == ls_git(repo)
+    assert index.sha("staged.txt") == hash_blob(b"staged\n")
+    index.write()  # written back with its checksum, the staged file still staged
+    assert path.read_bytes()[-20:] != bytes(20)
+    assert git(repo, "status", "--porcelain") == "A  staged.txt\n"
+
+
 def test_index_version_4_is_read(repo: Path) -> None:
     """Version 4 compresses paths against the previous one; the entries read back whole."""
     expected = ls_files(GitIndex.load(git_dir(repo)))
