@@ -448,6 +448,32 @@ def test_stop_returns_while_a_scan_is_stuck_reporting(
         release.set()
 
 
+def test_stop_after_a_signal_cut_the_start_short(
+        make_provider: MakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while start() waits for the worker thread to start: stop() must not try to
+    join a thread that never started (threading raises RuntimeError for that)."""
+    import filemem.owner.watch
+
+    class Interrupted(threading.Thread):
+        def start(self) -> None:
+            if self.name == "filemem-watch":
+                raise KeyboardInterrupt  # as the signal handler does, before the thread runs
+            super().start()
+
+    class Threading:  # threading as watch.py sees it; watchdog's threads stay untouched
+        Thread = Interrupted
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(threading, name)
+
+    monkeypatch.setattr(filemem.owner.watch, "threading", Threading())
+    w = Watcher(make_provider().store, lambda event: None)
+    with pytest.raises(KeyboardInterrupt):
+        w.start()
+    w.stop()
+    assert w.stopped.is_set()
+
+
 class HumanWatch:
     """`filemem watch` (human output) in a subprocess, both streams read by threads."""
 

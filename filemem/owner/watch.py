@@ -164,7 +164,10 @@ class Watcher:
         if self._worker is not None and self._worker is not threading.current_thread():
             threads.append(self._worker)  # a scan in progress finishes its report
         for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            # a signal can cut Thread.start() short: a thread never started (or still
+            # starting) cannot be joined, and a starting worker sees _stopping and returns
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
         self.stopped.set()
 
 
