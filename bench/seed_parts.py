@@ -26,7 +26,6 @@ measured in the same run, are printed beside the total:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -53,7 +52,7 @@ PARTS = ["prepare", "checks", "encode", "message", "trees", "objects", "wal", "r
 
 def instrument() -> None:
     op = OPERATIONS["seed"]
-    OPERATIONS["seed"] = dataclasses.replace(op, prepare=timing("prepare", op.prepare))
+    OPERATIONS["seed"] = op._replace(prepare=timing("prepare", op.prepare))
     findings.scan_all = timing("checks", findings.scan_all)  # type: ignore[assignment]
     codec.encode = timing("encode", codec.encode)  # type: ignore[assignment]
     transaction.commit_message = timing("message", transaction.commit_message)  # type: ignore[assignment]

@@ -22,7 +22,6 @@ timer wrapped around each part of the write path, and prints each part's median 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import os
 import shutil
@@ -61,7 +60,7 @@ def timing(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 def instrument() -> None:
     for name in ("add", "replace", "remove"):
         op = OPERATIONS[name]
-        OPERATIONS[name] = dataclasses.replace(op, prepare=timing("prepare", op.prepare))
+        OPERATIONS[name] = op._replace(prepare=timing("prepare", op.prepare))
     gitrepo.GitRepo.splice = timing("trees", gitrepo.GitRepo.splice)  # type: ignore[method-assign]
     gitrepo.GitRepo.write = timing("objects", gitrepo.GitRepo.write)  # type: ignore[method-assign]
     wal.Wal.append = timing("wal", wal.Wal.append)  # type: ignore[method-assign]

@@ -15,8 +15,7 @@ and the new text; for a seed every entry).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from filemem import shown
 from filemem.config import Config
@@ -28,8 +27,7 @@ ALLOWED: Final = "allowed-once"
 REQUEST_MARKER: Final = "[dsh-memento]"
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
+class ApprovalRequest(NamedTuple):
     """What a person is asked to approve."""
 
     payload: Payload  # action, track, scope, text, source (not for seed), count (seed)
@@ -52,8 +50,7 @@ class ApprovalRequest:
 Gate = Callable[[ApprovalRequest], str]
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     outcome: str
     label: str  # the audit row's outcome: names what decided
     detail: str | None = None

@@ -8,8 +8,7 @@ process only (``open_store(budgets=..., write_policy=...)``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from filemem import errors, yamlsafe
 from filemem.jsstr import js_json
@@ -59,16 +58,40 @@ _POLICY_KEY_RE: Final = re.compile(
     r"^(?:(?:user|agent)/(?:user-global|workspace)|source:[a-z0-9-]+)\Z")
 
 
-@dataclass(frozen=True)
 class Config:
-    schema: int = STORE_SCHEMA
-    budgets: dict[tuple[str, str], int] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))
-    write_policy: str = "ask"
-    write_policies: dict[str, str] = field(default_factory=dict)
-    max_entries_per_query: int = 20
-    language: str = "en"
-    invisible: str = "warn"  # checks.invisible: warn | refuse
-    rules: dict[str, str] = field(default_factory=lambda: dict(CHECK_RULES))
+    """A store's settings (``filemem.yaml``), with its defaults. Treat as immutable:
+    :meth:`with_overrides` makes a new one. (A plain class, not a dataclass: making a
+    dataclass costs every cold command about a millisecond.)"""
+
+    _FIELDS: ClassVar = ("schema", "budgets", "write_policy", "write_policies",
+                         "max_entries_per_query", "language", "invisible", "rules")
+    __slots__ = _FIELDS
+
+    def __init__(self, schema: int = STORE_SCHEMA,
+                 budgets: dict[tuple[str, str], int] | None = None,
+                 write_policy: str = "ask", write_policies: dict[str, str] | None = None,
+                 max_entries_per_query: int = 20, language: str = "en",
+                 invisible: str = "warn",  # checks.invisible: warn | refuse
+                 rules: dict[str, str] | None = None) -> None:
+        self.schema = schema
+        self.budgets = dict(DEFAULT_BUDGETS) if budgets is None else budgets
+        self.write_policy = write_policy
+        self.write_policies = {} if write_policies is None else write_policies
+        self.max_entries_per_query = max_entries_per_query
+        self.language = language
+        self.invisible = invisible
+        self.rules = dict(CHECK_RULES) if rules is None else rules
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Config and self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # it holds dicts
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS) + ")"
 
     def level(self, rule: str) -> str:
         """``off``, ``warn`` or ``block`` for a named check (:data:`CHECK_RULES`)."""
@@ -86,7 +109,9 @@ class Config:
             changes["write_policy"] = parse_policy(write_policy)
         if write_policies is not None:
             changes["write_policies"] = parse_policies(write_policies)
-        return replace(self, **changes) if changes else self
+        if not changes:
+            return self
+        return Config(**{n: changes.get(n, getattr(self, n)) for n in self._FIELDS})
 
 
 def _positive_int(v: Any) -> bool:

@@ -15,9 +15,8 @@ import os
 import posixpath
 import re
 import time
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Final, TypeGuard
+from typing import Any, ClassVar, Final, TypeGuard
 
 from filemem import errors
 from filemem.jsstr import ascii_lower, js_json, js_trim, utf16_len, utf16_prefix
@@ -261,9 +260,16 @@ def validate_meta(raw: Any) -> tuple[tuple[str, str], ...]:
 # ---------------------------------------------------------------- entries
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
-    """A committed memory entry. Recall counters are not part of it: they live beside the store."""
+    """A committed memory entry. Recall counters are not part of it: they live beside the store.
+
+    Immutable, compared and hashed by its fields (``fold`` aside). A plain class rather than
+    a dataclass: making a dataclass costs every cold command about a millisecond."""
+
+    # what equality, hash and repr look at, in the protocol's order
+    _FIELDS: ClassVar = ("id", "track", "scope", "workspace_key", "agent_key", "text", "source",
+                         "tags", "version", "created_at", "updated_at", "session_id", "meta")
+    __slots__ = (*_FIELDS, "fold")
 
     id: str
     track: str
@@ -279,12 +285,48 @@ class Entry:
     session_id: str | None
     # ``x-<name>`` front-matter keys, sorted, each with its value as JSON text (meta_json):
     # another tool's data that passes through filemem untouched (never in the protocol shape)
-    meta: tuple[tuple[str, str], ...] = ()
-    fold: str = field(default="", compare=False, repr=False)  # ascii_lower(text), for matching
+    meta: tuple[tuple[str, str], ...]
+    fold: str  # ascii_lower(text), for matching
 
-    def __post_init__(self) -> None:
-        if not self.fold:
-            object.__setattr__(self, "fold", ascii_lower(self.text))
+    def __init__(self, id: str, track: str, scope: str, workspace_key: str, agent_key: str,
+                 text: str, source: str, tags: tuple[str, ...], version: int,
+                 created_at: int, updated_at: int, session_id: str | None,
+                 meta: tuple[tuple[str, str], ...] = (), fold: str = "") -> None:
+        put = object.__setattr__
+        put(self, "id", id)
+        put(self, "track", track)
+        put(self, "scope", scope)
+        put(self, "workspace_key", workspace_key)
+        put(self, "agent_key", agent_key)
+        put(self, "text", text)
+        put(self, "source", source)
+        put(self, "tags", tags)
+        put(self, "version", version)
+        put(self, "created_at", created_at)
+        put(self, "updated_at", updated_at)
+        put(self, "session_id", session_id)
+        put(self, "meta", meta)
+        put(self, "fold", fold or ascii_lower(text))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"an Entry cannot be changed (set {name!r}): use revised()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"an Entry cannot be changed (delete {name!r})")
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Entry:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Entry(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS) + ")"
 
     @property
     def layer(self) -> tuple[str, str]:
@@ -295,9 +337,12 @@ class Entry:
         return utf16_len(self.text)
 
     def revised(self, **changes: Any) -> Entry:
+        unknown = changes.keys() - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"Entry has no field {sorted(unknown)[0]!r}")
         if "text" in changes:
-            changes.setdefault("fold", ascii_lower(changes["text"]))
-        return replace(self, **changes)
+            changes.setdefault("fold", "")  # the new text's, made by __init__
+        return Entry(**{n: changes.get(n, getattr(self, n)) for n in self.__slots__})
 
     def metadata(self) -> dict[str, Any]:
         """The ``x-<name>`` keys with their JSON values (empty for most entries)."""

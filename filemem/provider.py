@@ -17,8 +17,7 @@ whole audit trail. This module knows entries and rules, not files or git.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, NamedTuple, TypeVar, cast
 
 from filemem import approval, errors
 from filemem.approval import ApprovalRequest, Decision, Gate
@@ -59,8 +58,7 @@ AUDIT_LIMIT_DEFAULT = 100
 AUDIT_LIMIT_MAX = 10_000
 
 
-@dataclass(frozen=True)
-class Replay:
+class Replay(NamedTuple):
     """An owner approving a pending write: who approves, what the targets were."""
 
     pending_id: str
@@ -165,7 +163,7 @@ class Provider:
                 approval.gate_name(replay.approver) not in decision.label:
             # allowed by the policy alone (writePolicy auto): the row still names the
             # pending approval it settles, so a killed approve is never run twice
-            decision = replace(decision, label=f"{decision.label[:-1]}; approved by "
+            decision = decision._replace(label=f"{decision.label[:-1]}; approved by "
                                                f"{approval.gate_name(replay.approver)})")
         if not decision.allowed:
             action = payload["action"]

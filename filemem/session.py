@@ -7,16 +7,14 @@ the protocol also lets a caller put a per-call approval callback in it (``"gate"
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from filemem import errors
 from filemem.approval import Gate
 from filemem.model import agent_key_of, check_unicode, workspace_key_of
 
 
-@dataclass(frozen=True)
-class Writer:
+class Writer(NamedTuple):
     """Who is writing: the session's keys, and the write gate if the call brought one."""
 
     write: dict[str, Any]  # the write context as it came, without the gate (JSON-safe)

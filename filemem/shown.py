@@ -26,6 +26,7 @@ the JSON parses to the very same text and still puts no raw control on a termina
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -56,23 +57,27 @@ KINDS: Final = {
 }
 # Every character :func:`kind_at` may call hidden, and a few more (the format characters of
 # newer Unicode versions): a text this finds nothing in is shown as it is, at no cost.
-_MAYBE: Final = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
-    "\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\u3164"
-    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd"
-    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
-    "\U000e0100-\U000e01ef]")
+@functools.cache
+def _maybe() -> re.Pattern[str]:
+    # compiled on first use, by a text that is not all ASCII: compiling this class costs a
+    # cold command 2-5 ms, and most notes never need it
+    return re.compile(
+        "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+        "\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\u3164"
+        "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd"
+        "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+        "\U000e0100-\U000e01ef]")
 
 
-_MAYBE_ASCII: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # _MAYBE's ASCII part
+_MAYBE_ASCII: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # _maybe()'s ASCII part
 
 
 def plain(text: str) -> bool:
     """Can ``text`` hold no hidden character at all (tab and newline aside)? A fast check:
     False means :func:`kind_at` has to look."""
-    if text.isascii():  # most notes: a small class is quicker to test than _MAYBE's
+    if text.isascii():  # most notes: a small class is quicker to test than _maybe()'s
         return _MAYBE_ASCII.search(text) is None
-    return _MAYBE.search(text) is None
+    return _maybe().search(text) is None
 
 
 # Scripts whose words use ZWNJ/ZWJ as spelling (Arabic script for Persian and Urdu, the Indic

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from filemem import errors
 from filemem.shown import visible
@@ -160,8 +159,7 @@ def _schema_at(properties: Mapping[str, Any], loc: Sequence[Any]) -> Mapping[str
     return schema if isinstance(schema, Mapping) else {}
 
 
-@dataclass(frozen=True)
-class ArgumentProblem:
+class ArgumentProblem(NamedTuple):
     """One argument that does not fit: where (its name, then an item's index in a list),
     and whether it is missing, not an argument of the tool at all, or the value given."""
 

@@ -1,8 +1,8 @@
 """What a cold command and the MCP server import, checked structurally (never timed): a read
 from the CLI loads neither the other commands' modules nor dulwich, ruamel, portalocker,
-pydantic, the MCP SDK or the standard library's thread pool, logging, subprocess and
-shutil; the command table that makes the CLI lazy matches what its modules register; and
-the start-up benchmarks run and print figures beside their targets."""
+pydantic, the MCP SDK or the standard library's thread pool, logging, subprocess,
+shutil and dataclasses; the command table that makes the CLI lazy matches what its modules
+register; and the start-up benchmarks run and print figures beside their targets."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from tests.conftest import BIG, ROOT, ctx, git
 
 HEAVY = ("dulwich", "ruamel", "portalocker", "pydantic", "mcp", "mcp_types", "jsonschema",
          "anyio", "importlib.metadata", "concurrent.futures", "logging", "subprocess", "shutil",
+         # the read path's classes are NamedTuples or plain classes: making a dataclass runs
+         # exec() for each generated method, about a millisecond a class
+         "dataclasses",
          "filemem.owner", "filemem.adapters", "filemem.mcp",
          "filemem.cli.connect", "filemem.cli.sync", "filemem.cli.owner",
          "filemem.cli.serve", "filemem.cli.adapters", "filemem.cli.hermes")

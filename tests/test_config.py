@@ -87,7 +87,9 @@ def test_with_overrides() -> None:
     assert c.limit("agent", "user-global") == 1
     assert c.limit("user", "user-global") == 2000
     assert c.write_policy == "off" and c.write_policies == {"source:x": "auto"}
-    assert base == Config()
+    assert base == Config() and c != base
+    assert c.language == base.language and c.rules == base.rules  # the rest carried over
+    assert "write_policy='off'" in repr(c)
     invalid(base.with_overrides, budgets={"user": {"workspace": 0}})
     invalid(base.with_overrides, write_policy="maybe")
 

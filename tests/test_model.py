@@ -484,6 +484,36 @@ def test_entry_revised_refolds_text() -> None:
 
 def test_entry_equality_ignores_fold() -> None:
     assert make_entry() == make_entry(fold="whatever")
+    assert hash(make_entry()) == hash(make_entry(fold="whatever"))
+
+
+def test_entries_differing_in_any_field_are_unequal() -> None:
+    base = make_entry()
+    for name, value in [("id", UUID.replace("0", "1")), ("track", "agent"),
+                        ("scope", "user-global"), ("workspace_key", "/other"),
+                        ("agent_key", "coder"), ("text", "Prefers tabs"), ("source", "x"),
+                        ("tags", ()), ("version", 2), ("created_at", 1), ("updated_at", 1),
+                        ("session_id", None), ("meta", (("x-a", "1"),))]:
+        other = base.revised(**{name: value})
+        assert other != base and getattr(other, name) == value, name
+        assert name in repr(other)
+    assert base != (UUID,) and base != base.to_protocol()
+
+
+def test_an_entry_cannot_be_changed_in_place() -> None:
+    e = make_entry()
+    with pytest.raises(AttributeError):
+        e.text = "changed"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del e.text
+    with pytest.raises(AttributeError):
+        e.extra = 1  # type: ignore[attr-defined]
+    assert e.text == "Prefers TABS"
+
+
+def test_revised_refuses_a_field_entries_do_not_have() -> None:
+    with pytest.raises(TypeError, match="'txt'"):
+        make_entry().revised(txt="typo")
 
 
 def test_entry_to_protocol_is_a_valid_protocol_entry() -> None:

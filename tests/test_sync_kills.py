@@ -40,7 +40,7 @@ UG = {"track": "user", "scope": "user-global"}
 SEED = 20270301
 SYNC_ROUNDS = 12
 CLONE_ROUNDS = 12
-PER_ROUND = 150  # entries each side writes per round: a merge with real work to do
+PER_ROUND = 50  # entries each side writes per round: a merge with real work to do
 
 
 def head(path: Path, ref: str = "HEAD") -> str:
@@ -157,8 +157,8 @@ def judge_sync(target: Path, remote: Path, old: str, theirs: str, before: list[s
     return "pushed"
 
 
-# 12 rounds of a killed sync, each followed by two real syncs and full checks: 2-3 minutes
-# alone, 5+ under heavy load, where the suite's 300 s guard against hangs would stop it
+# 12 rounds of a killed sync, each followed by two real syncs and full checks: about a
+# minute alone, 3+ under heavy load, where the suite's 300 s guard against hangs could stop it
 @pytest.mark.timeout(1200)
 def test_killing_sync_leaves_before_or_after_and_the_next_sync_finishes(
         two_machines: tuple[Path, Path, Path]) -> None:

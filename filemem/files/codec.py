@@ -40,9 +40,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from filemem import yamlsafe
 from filemem.errors import ProtocolError
@@ -78,8 +77,7 @@ class CodecError(ValueError):
     """An entry file that cannot be read as an entry; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(NamedTuple):
     entry: Entry
     extras: tuple[str, ...]  # front-matter keys that are not protocol fields, in file order
     canonical: bool  # exactly what filemem itself writes

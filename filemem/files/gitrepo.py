@@ -20,8 +20,7 @@ import time
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from filemem.files import atomic, gitstate, modes, objread, packwrite
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
@@ -45,8 +44,7 @@ IDENT_FOR_REFLOG: Final = "filemem <filemem@localhost>"
 Tree = dict[str, tuple[int, str]]  # name -> (mode, hex sha)
 
 
-@dataclass(frozen=True, slots=True)
-class CommitInfo:
+class CommitInfo(NamedTuple):
     sha: str
     tree: str
     parents: tuple[str, ...]

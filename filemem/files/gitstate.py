@@ -15,8 +15,7 @@ last committed (during a rebase or bisect, whose HEAD is detached, the branch it
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from filemem import errors
 from filemem.files.gitindex import GitIndex, IndexUnsupported
@@ -50,8 +49,7 @@ CONFLICT_OPEN: Final = b"<<<<<<< "
 CONFLICT_CLOSE: Final = b">>>>>>> "
 
 
-@dataclass(frozen=True)
-class Unfinished:
+class Unfinished(NamedTuple):
     """A git operation waiting in ``.git``: ``kind`` (merge, rebase, am, cherry-pick,
     revert, bisect), ``marker`` (what shows it, e.g. ``.git/MERGE_HEAD``) and ``branch``,
     the ref a rebase or bisect will move when it ends (None for the others, which work on

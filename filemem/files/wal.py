@@ -30,9 +30,8 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from filemem.files import atomic
 
@@ -66,17 +65,16 @@ def _header(boot: str) -> bytes:
     return head + b" " * (HEADER_SIZE - 1 - len(head)) + b"\n"
 
 
-@dataclass
-class WalRecord:
+class WalRecord(NamedTuple):
     """One write: its objects (sha, kind, raw content; none for a batch, whose pack was
     fsynced), the branch move, its paths."""
 
     old: str | None
     new: str
-    objects: list[tuple[str, bytes, bytes]] = field(default_factory=list)
-    paths: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
-    adopted: dict[str, str] = field(default_factory=dict)
-    packs: list[str] = field(default_factory=list)  # the pack(s) holding the objects
+    objects: list[tuple[str, bytes, bytes]]
+    paths: dict[str, tuple[str | None, str | None]]
+    adopted: dict[str, str]
+    packs: list[str]  # the pack(s) holding the objects
 
     def encode(self) -> bytes:
         doc = {"old": self.old, "new": self.new,
@@ -97,11 +95,13 @@ class WalRecord:
                    [str(n) for n in doc.get("packs") or []])
 
 
-@dataclass
 class Wal:
     """``.filemem/wal``: appended under the store lock, replayed or checkpointed under it."""
 
-    path: str
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
 
     @classmethod
     def at(cls, meta_dir: str) -> Wal:

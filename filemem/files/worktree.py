@@ -20,8 +20,7 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from filemem.files import atomic
 from filemem.files.atomic import LinkRefused
@@ -175,21 +174,22 @@ def is_clean(root: str, path: str, head_blob: str | None, index: object | None) 
     return data is not None and hash_blob(data) == head_blob
 
 
-@dataclass(frozen=True)
-class JournalRecord:
+class JournalRecord(NamedTuple):
     paths: dict[str, tuple[str | None, str | None]]
     new_head: str | None
     adopted: dict[str, str]  # path -> the hand-edited blob the new commit took in
     old_head: str | None = None
 
 
-@dataclass
 class Journal:
     """What a write is about to change, so the next open can finish or undo it. Written
     before the branch moves: durably (fsynced, and its folder), or covered by the
     write-ahead log (:mod:`.wal`)."""
 
-    path: str
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
 
     @classmethod
     def at(cls, meta_dir: str) -> Journal:

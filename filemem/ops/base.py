@@ -12,9 +12,8 @@ all read these.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from filemem import errors
 from filemem.approval import Decision
@@ -41,21 +40,19 @@ from filemem.types import AuditRow, Payload, ProtocolEntry, Usage
 Apply = Callable[[Transaction, Decision], Any]
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A write checked up to its approval step: what to ask, and what to do once allowed.
     ``targets`` are the entries it changes (id and version are what the person approved);
     ``match`` names them in an error."""
 
     payload: Payload
     apply: Apply
-    targets: list[Entry] = field(default_factory=list)
+    targets: Sequence[Entry] = ()
     match: str = ""
     texts: tuple[str, ...] = ()  # the new texts it would store: what the checks scan
 
 
-@dataclass(frozen=True)
-class Core:
+class Core(NamedTuple):
     """What an operation may use of the provider: the store's view of HEAD, the effective
     configuration (the store's, with this process's overrides), the recall counters."""
 
@@ -93,8 +90,7 @@ class Core:
                                              for s in new or []])
 
 
-@dataclass(frozen=True)
-class Changes:
+class Changes(NamedTuple):
     """What one commit did to entries, for ``verify``: by entry id."""
 
     added: dict[str, Entry]
@@ -105,8 +101,7 @@ class Changes:
 Replayed = dict[str, tuple[str, int]]  # entry id -> (text, version) the history produced
 
 
-@dataclass(frozen=True)
-class RowRule:
+class RowRule(NamedTuple):
     """How ``verify`` checks one audit action against its commit (a problem, or None) and
     replays it onto the entries the history has produced so far."""
 
@@ -114,8 +109,7 @@ class RowRule:
     replay: Callable[[AuditRow, Replayed, Changes], None]
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     name: str  # the Provider method, and what a pending approval records
     prepare: Callable[[Core, Any, Writer], Prepared]
     title: Callable[[Payload], str]
@@ -126,8 +120,7 @@ class Operation:
 # ---------------------------------------------------------------- input rules
 
 
-@dataclass(frozen=True)
-class NewEntry:
+class NewEntry(NamedTuple):
     """An entry about to be made: its layer, text and keys (id and times come at commit)."""
 
     track: str

@@ -10,7 +10,6 @@ and commits are memoised by sha, so a long history costs what changed, not its l
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from filemem import config as config_mod
@@ -79,7 +78,7 @@ class Rewriter:
             if entry is not None:
                 text = needles.entry_text(entry.text, entry.id)
                 if text != entry.text:
-                    new = codec.encode(dataclasses.replace(entry, text=text, fold=""), data)
+                    new = codec.encode(entry.revised(text=text), data)
                 if needles.found_bytes(new):
                     raise refused(f"the front matter of {path} (a key or value there)",
                                   "an entry's metadata is not a text that can be replaced")

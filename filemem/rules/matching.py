@@ -14,7 +14,7 @@ Where is told by layer and count, never by text.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from filemem import errors
 from filemem.jsstr import ascii_lower, excerpt
@@ -24,8 +24,7 @@ from filemem.types import Place
 SAMPLE_CHARS = 200
 
 
-@dataclass(frozen=True)
-class Search:
+class Search(NamedTuple):
     """What a match is looked for in: one track/scope, as one writer sees it.
 
     ``workspace_key`` is the workspace searched (``None`` for user-global: every workspace),

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from filemem import shown
 
@@ -32,8 +31,7 @@ LOOKALIKES: Final = {
 }
 
 
-@dataclass(frozen=True)
-class Normalized:
+class Normalized(NamedTuple):
     text: str  # the normalised form
     origin: Sequence[int]  # origin[i]: index in the original of text[i]
     original: str

@@ -10,7 +10,6 @@ write of an open store, and again at each merge check: a listdir, kept off every
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from filemem.files import packing, packwrite
@@ -24,12 +23,14 @@ PACK_CHECK_EVERY: Final = 100  # commits between checks for loose objects and pa
 MERGE_CHECK_EVERY: Final = 16  # commits between checks for small packs to merge
 
 
-@dataclass
 class PackSchedule:
-    # both checked on an open store's first commit (a CLI command writes once and exits)
-    commits: int = PACK_CHECK_EVERY
-    since_merge_check: int = MERGE_CHECK_EVERY
-    temp_unchecked: bool = True
+    __slots__ = ("commits", "since_merge_check", "temp_unchecked")
+
+    def __init__(self) -> None:
+        # both checked on an open store's first commit (a CLI command writes once and exits)
+        self.commits = PACK_CHECK_EVERY
+        self.since_merge_check = MERGE_CHECK_EVERY
+        self.temp_unchecked = True
 
     def before_write(self, git: GitRepo) -> None:
         """Under the store lock, before a write: its pack's temp files from a kill go."""

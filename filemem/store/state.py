@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import ValuesView
-from dataclasses import dataclass, field
 
 from filemem import errors
 from filemem.config import Config
@@ -11,26 +10,49 @@ from filemem.files.layout import entry_path
 from filemem.model import LAYERS, Entry
 
 
-@dataclass
 class State:
     """The store as committed at one HEAD. Treat as immutable; writes make a new one."""
 
-    head: str
-    tree: str
-    config: Config | None
-    config_problem: errors.ProtocolError | None
-    entries: dict[str, Entry]
-    paths: dict[str, str]  # entry id -> path
-    blobs: dict[str, str]  # path -> blob sha (entry files only)
-    noncanonical: frozenset[str]  # ids whose file has keys of its own (spliced on replace)
-    corrupt: dict[str, str]  # path -> reason
-    usage: dict[tuple[str, str], int]
-    config_blob: str | None = None
-    # each layer's entries by id, in the order of ``entries``; carried from view to view by
-    # evolve (a write changes a layer or two: rebuilding all of them was an O(n) loop)
-    _layers: dict[tuple[str, str], dict[str, Entry]] | None = field(default=None, repr=False)
-    _ordered: list[Entry] | None = field(default=None, repr=False)
-    _newest: int | None = field(default=None, repr=False)
+    __slots__ = (
+        "_layers",
+        "_newest",
+        "_ordered",
+        "blobs",
+        "config",
+        "config_blob",
+        "config_problem",
+        "corrupt",
+        "entries",
+        "head",
+        "noncanonical",
+        "paths",
+        "tree",
+        "usage",
+    )
+
+    def __init__(self, *, head: str, tree: str, config: Config | None,
+                 config_problem: errors.ProtocolError | None, entries: dict[str, Entry],
+                 paths: dict[str, str], blobs: dict[str, str], noncanonical: frozenset[str],
+                 corrupt: dict[str, str], usage: dict[tuple[str, str], int],
+                 config_blob: str | None = None,
+                 _layers: dict[tuple[str, str], dict[str, Entry]] | None = None,
+                 _newest: int | None = None) -> None:
+        self.head = head
+        self.tree = tree
+        self.config = config
+        self.config_problem = config_problem
+        self.entries = entries
+        self.paths = paths  # entry id -> path
+        self.blobs = blobs  # path -> blob sha (entry files only)
+        self.noncanonical = noncanonical  # ids whose file has keys of its own (spliced on replace)
+        self.corrupt = corrupt  # path -> reason
+        self.usage = usage
+        self.config_blob = config_blob
+        # each layer's entries by id, in the order of ``entries``; carried from view to view
+        # by evolve (a write changes a layer or two: rebuilding all of them was an O(n) loop)
+        self._layers = _layers
+        self._ordered: list[Entry] | None = None
+        self._newest = _newest
 
     def layer(self, track: str, scope: str) -> ValuesView[Entry]:
         """The entries of one layer, in the order of ``entries``."""
