@@ -468,10 +468,20 @@ def test_stop_after_a_signal_cut_the_start_short(
 
     monkeypatch.setattr(filemem.owner.watch, "threading", Threading())
     w = Watcher(make_provider().store, lambda event: None)
+    before = set(threading.enumerate())
     with pytest.raises(KeyboardInterrupt):
         w.start()
+    # the observer was made (and with it watchdog's inotify reader thread), never started
+    assert w._observer is not None and not w._observer.is_alive()
+    assert set(threading.enumerate()) - before
     w.stop()
     assert w.stopped.is_set()
+    # stop() ended what start() had started: no thread of it is left running (the bound on
+    # the join is only there so that a leak fails instead of hanging)
+    left = set(threading.enumerate()) - before
+    for thread in left:
+        thread.join(30)
+    assert [t.name for t in left if t.is_alive()] == []
 
 
 class HumanWatch:

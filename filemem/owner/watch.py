@@ -156,8 +156,10 @@ class Watcher:
         deadline = time.monotonic() + STOP_TIMEOUT
         threads: list[threading.Thread] = []
         observer = self._observer
-        if observer is not None and observer.is_alive():
-            # watchdog's stop() joins its emitters without a timeout: run it aside, bounded
+        if observer is not None:
+            # watchdog's stop() joins its emitters without a timeout: run it aside, bounded.
+            # An observer a signal kept from starting is stopped too: its inotify reader
+            # thread runs from the observer's construction on, and only stop() ends it
             stopper = threading.Thread(target=observer.stop, daemon=True)
             stopper.start()
             threads += [stopper, observer]
