@@ -10,6 +10,8 @@ file fsynced, no log).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -239,7 +241,13 @@ def test_a_big_log_is_checkpointed(store_path: Path, monkeypatch: pytest.MonkeyP
         assert texts(p) == ["checkpointed"]
 
 
-@pytest.mark.parametrize("tail", [b"\x00\x00\x10\x00{\"old\": \"ab", b"\x00\x00"])
+# a torn record whose last bytes (raw object bytes can be anything) read as an END mark,
+# closing a frame of the right length: only the frame's crc tells it is not whole
+FAKE_END = wal._RECORD.pack(32, 12345) + wal.RAW_OBJECTS + b"x" * 31 + wal._END.pack(48, wal.END)
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00\x10\x00{\"old\": \"ab", b"\x00\x00", FAKE_END],
+                         ids=["json", "short", "fake-end-mark"])
 def test_a_write_after_a_killed_append_is_replayed(store_path: Path, boot: Any,
                                                    tail: bytes) -> None:
     """A process killed mid-append leaves a torn record in the same boot: the next write's
@@ -361,3 +369,27 @@ def test_a_full_disk_at_the_settle_mark_leaves_the_write_standing(
     assert log.unsettled() is None and texts(p) == ["one", "three", "two"]
     p.close()
     assert_clean_repo(store_path)
+
+
+def test_a_record_carries_any_bytes_and_a_record_of_the_old_form_still_reads() -> None:
+    objects = [("a" * 40, b"blob", b"text with WEND\x00\x00\x00\x10WEND and {braces}"),
+               ("b" * 40, b"tree", bytes(range(256)) * 300), ("c" * 40, b"commit", b"")]
+    record = wal.WalRecord("0" * 40, "1" * 40, objects, {"user/x.md": (None, "a" * 40)},
+                           {"user/y.md": "d" * 40}, ["pack-" + "e" * 40])
+    frame = record.encode()
+    length, _crc = wal._RECORD.unpack_from(frame)
+    payload = frame[wal._RECORD.size:wal._RECORD.size + length]
+    assert payload[:1] == wal.RAW_OBJECTS
+    assert wal.WalRecord.decode(payload) == record
+    for cut in (1, 3, len(payload) // 2, len(payload) - 1):  # a damaged record is refused
+        with pytest.raises((ValueError, KeyError, TypeError, IndexError)):
+            wal.WalRecord.decode(payload[:cut])
+    with pytest.raises(ValueError):
+        wal.WalRecord.decode(payload + b"x")
+    # a log left by a crash of a filemem from before this form: JSON, objects in base64
+    old = json.dumps({"old": record.old, "new": record.new,
+                      "objects": [[sha, kind.decode(), base64.b64encode(raw).decode()]
+                                  for sha, kind, raw in objects],
+                      "paths": {"user/x.md": [None, "a" * 40]},
+                      "adopted": {"user/y.md": "d" * 40}, "packs": record.packs}).encode()
+    assert wal.WalRecord.decode(old) == record
