@@ -314,6 +314,11 @@ class Entry:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"an Entry cannot be changed (delete {name!r})")
 
+    def __reduce__(self) -> tuple[type[Entry], tuple[object, ...]]:
+        # copy and pickle rebuild it through __init__ (setting its slots one by one would
+        # meet __setattr__'s refusal)
+        return Entry, tuple(getattr(self, name) for name in self.__slots__)
+
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self._FIELDS)
 

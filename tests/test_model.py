@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -509,6 +511,12 @@ def test_an_entry_cannot_be_changed_in_place() -> None:
     with pytest.raises(AttributeError):
         e.extra = 1  # type: ignore[attr-defined]
     assert e.text == "Prefers TABS"
+
+
+def test_an_entry_survives_copy_and_pickle() -> None:
+    e = make_entry(meta=(("x-a", "1"),))
+    for other in (copy.copy(e), copy.deepcopy(e), pickle.loads(pickle.dumps(e))):
+        assert other == e and other.fold == e.fold and other.meta == e.meta
 
 
 def test_revised_refuses_a_field_entries_do_not_have() -> None:
