@@ -68,8 +68,8 @@ class ViewCache:
                           one.setdefault(wk, wk), one.setdefault(ak, ak), text,
                           one.setdefault(source, source), tuple(tags), version, created,
                           updated, one.setdefault(session, session),
-                          tuple((k, v) for k, v in meta))
-                if all(hash_blob(data) != blob for data in codec.encodings(e)):
+                          tuple(map(tuple, meta)) if meta else ())
+                if blob not in map(hash_blob, codec.encodings(e)):
                     continue  # not what the blob holds: a forged or stale cache
                 parsed[blob] = (e, None, True)
                 found += 1
