@@ -1,8 +1,9 @@
 """How long `filemem query`, `filemem list` and `filemem snapshot` take from a fresh shell.
 
 Each sample starts a new process, as a person typing the command does: the `filemem`
-script beside this Python (or ``python -m filemem`` when there is none), on a store of
-``--entries`` entries (default 1,000) whose view cache is fresh. Beside each command's
+script beside this Python (or ``python -m filemem`` when there is none), without
+``--store``, on the default store (in a temporary ``$XDG_DATA_HOME``) of ``--entries``
+entries (default 1,000) whose view cache is fresh. Beside each command's
 median are, measured in the same run and interleaved with it: ``python -c pass`` (the
 interpreter's own start) and ``python -c "import filemem"`` (the package's import), and the
 target, 150 ms. Wall time is what a person waits; CPU time (user + system of the child) is
@@ -78,11 +79,12 @@ def main() -> None:
                         help="also count each command's instructions (valgrind)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="filemem-cold-cli-")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONDONTWRITEBYTECODE", "FILEMEM_STORE", "FILEMEM_HOME")}
+    env["XDG_DATA_HOME"] = os.path.join(root, "data")  # as a person types it: no --store
     try:
-        store = os.path.join(root, "store")
-        make_store(store, args.entries)
-        fm = [*filemem_command(), "--store", store]
+        make_store(os.path.join(root, "data", "filemem"), args.entries)
+        fm = filemem_command()
         cases = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import filemem"': [sys.executable, "-c", "import filemem"],

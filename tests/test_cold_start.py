@@ -22,6 +22,7 @@ from tests.conftest import BIG, ROOT, ctx, git
 
 HEAVY = ("dulwich", "ruamel", "portalocker", "pydantic", "mcp", "mcp_types", "jsonschema",
          "anyio", "importlib.metadata", "concurrent.futures", "logging", "subprocess", "shutil",
+         "pathlib", "tempfile", "platformdirs",  # the default store's folder: location.py
          # the read path's classes are NamedTuples or plain classes: making a dataclass runs
          # exec() for each generated method, about a millisecond a class
          "dataclasses",
@@ -60,7 +61,8 @@ def test_the_command_table_matches_what_the_modules_register() -> None:
 
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cold") / "store"
+    # where the default store of a user whose XDG_DATA_HOME is "data" is
+    path = tmp_path_factory.mktemp("cold") / "data" / "filemem"
     with filemem.open_store(path, create=True, budgets=BIG, write_policy="auto") as p:
         p.seed([{"track": "user", "scope": "user-global", "text": f"fact {i}"}
                 for i in range(30)], ctx())
@@ -69,10 +71,13 @@ def packed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.parametrize("found_by", ["FILEMEM_STORE", "the default location"])
 @pytest.mark.parametrize("args", [["query", "fact"], ["list"], ["snapshot"],
                                   ["query", "--json", "fact"], ["list", "--json"]])
-def test_a_cold_read_imports_only_what_it_needs(packed_store: Path, args: list[str]) -> None:
-    env = {**os.environ, "FILEMEM_STORE": str(packed_store)}
+def test_a_cold_read_imports_only_what_it_needs(packed_store: Path, args: list[str],
+                                                found_by: str) -> None:
+    env = {**os.environ, "FILEMEM_STORE": str(packed_store)} if found_by == "FILEMEM_STORE" \
+        else {**os.environ, "XDG_DATA_HOME": str(packed_store.parent)}
     for _ in range(2):  # the second run has a fresh view cache, as most reads do
         out = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True,
                              text=True, env=env)
