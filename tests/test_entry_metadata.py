@@ -117,7 +117,7 @@ def test_a_replace_keeps_it_and_export_sees_the_text_changed(
 def test_a_cold_start_reads_it_back(make_provider: MakeProvider, store_path: Path) -> None:
     entry = imported(make_provider())
     first = make_provider().entry_metadata()
-    cache = store_path / ".filemem" / "cache" / "state.json"
+    cache = store_path / ".filemem" / "cache" / "state.jsonl"
     make_provider().close()
     again = filemem.open_store(store_path)
     try:

@@ -18,6 +18,7 @@ import pytest
 
 import filemem
 from filemem.files.gitindex import hash_blob
+from filemem.store import viewcache
 from tests.conftest import ctx, file_of, git
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="symbolic links need privileges")
@@ -131,17 +132,18 @@ def _exercise(store: Path) -> list[subprocess.CompletedProcess[str]]:
     ]
 
 
-@pytest.mark.parametrize("name", ["lock", "journal.json", "cache/state.json", "recall.log",
+@pytest.mark.parametrize("name", ["lock", "journal.json", "cache/state.jsonl", "recall.log",
                                   "audit.jsonl", "pending/abc.json"])
 def test_filemem_never_follows_a_link_in_its_own_folder(
         name: str, store: Path, secret: Path, tmp_path: Path) -> None:
     target = secret
-    if name in ("journal.json", "cache/state.json", "pending/abc.json"):
+    if name in ("journal.json", "cache/state.jsonl", "pending/abc.json"):
         # a target that parses, so that following the link would act on it
-        data = {"journal.json": {"old": None, "new": None, "paths": {}},
-                "cache/state.json": {}, "pending/abc.json": {"id": "abc"}}[name]
+        data = {"journal.json": json.dumps({"old": None, "new": None, "paths": {}}).encode(),
+                "cache/state.jsonl": viewcache.document({"format": viewcache.FORMAT}, {}),
+                "pending/abc.json": json.dumps({"id": "abc"}).encode()}[name]
         target = tmp_path / "outside" / "state"
-        target.write_bytes(json.dumps(data).encode())
+        target.write_bytes(data)
         os.utime(target, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
     link = store / ".filemem" / name
     link.parent.mkdir(exist_ok=True)
@@ -169,17 +171,19 @@ def test_a_linked_dot_filemem_folder_is_refused(store: Path, tmp_path: Path) -> 
 
 
 def _forge_cache(store: Path, change: Any) -> None:
-    path = store / ".filemem" / "cache" / "state.json"
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    path = store / ".filemem" / "cache" / "state.jsonl"
+    header, files = viewcache.read_document(path.read_bytes())
+    raw = {**header, "files": files}
     change(raw)
-    path.write_text(json.dumps(raw), encoding="utf-8")
+    path.write_bytes(viewcache.document({k: v for k, v in raw.items() if k != "files"},
+                                        raw["files"]))
 
 
 def _cold_cache(store: Path) -> None:
     p = filemem.open_store(store)
     p.list_entries()
     p.close()
-    assert (store / ".filemem" / "cache" / "state.json").exists()
+    assert (store / ".filemem" / "cache" / "state.jsonl").exists()
 
 
 def test_a_forged_cache_entry_is_not_served(store: Path) -> None:

@@ -2,7 +2,7 @@
 
 - Reads see the entries committed at HEAD, never the working tree. The view is rebuilt
   incrementally when HEAD moves (a cheap ref read per call notices it), parsing only files
-  whose blob changed, and is kept in ``.filemem/cache/state.json`` (:mod:`.viewcache`) so a
+  whose blob changed, and is kept in ``.filemem/cache/state.jsonl`` (:mod:`.viewcache`) so a
   cold process does not re-parse every file.
 - Writes happen in a :mod:`.transaction` under the store lock (portalocker, on
   ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
