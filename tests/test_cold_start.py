@@ -1,7 +1,8 @@
 """What a cold command and the MCP server import, checked structurally (never timed): a read
-from the CLI loads neither the other commands' modules nor dulwich, ruamel, portalocker,
-pydantic, the MCP SDK or the standard library's thread pool, logging, subprocess,
-shutil and dataclasses; the command table that makes the CLI lazy matches what its modules
+from the CLI (on a store named or found at the default location) loads neither the other
+commands' modules nor dulwich, ruamel, portalocker, platformdirs, pydantic, the MCP SDK or
+the standard library's thread pool, logging, subprocess, shutil, pathlib, tempfile and
+dataclasses; the command table that makes the CLI lazy matches what its modules
 register; and the start-up benchmarks run and print figures beside their targets."""
 
 from __future__ import annotations
