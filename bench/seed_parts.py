@@ -14,7 +14,9 @@ measured in the same run, are printed beside the total:
 - ``objects``: the new objects compressed and written as one pack;
 - ``wal``: the write-ahead log record appended and fdatasynced (the one disk flush);
 - ``ref``: the branch's compare-and-swap;
-- ``files``: the 1,000 working-tree files created (see filemem/files/manyfiles.py);
+- ``files``: the 1,000 working-tree files created (see filemem/files/manyfiles.py), beside
+  its floor measured in the same run: 1,000 files of the same sizes created, written,
+  stat'ed and closed by one Python loop in a new folder on the same disk;
 - ``index``: git's index updated and written, the log record settled;
 - ``after``: the view of HEAD moved on, the view cache and the pack check;
 - ``other``: the rest (the approval policy, the audit numbering, the entries returned).
@@ -66,6 +68,25 @@ def instrument() -> None:
     core.Store.committed = timing("after", core.Store.committed)  # type: ignore[method-assign]
 
 
+def file_floor(folder: str, sizes: list[int]) -> float:
+    """ms to create ``len(sizes)`` new files of those sizes in a new folder under ``folder``
+    (open exclusively, write, fstat, close: what a working-tree file costs at the least)."""
+    where = tempfile.mkdtemp(prefix="floor-", dir=folder)
+    fd = os.open(where, os.O_RDONLY)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        start = time.perf_counter()
+        for i, size in enumerate(sizes):
+            f = os.open(f"{i}.md", flags, 0o600, dir_fd=fd)
+            os.write(f, b"x" * size)
+            os.fstat(f)
+            os.close(f)
+        return (time.perf_counter() - start) * 1000
+    finally:
+        os.close(fd)
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", default=os.environ.get("FILEMEM_REFERENCE"),
@@ -90,7 +111,11 @@ def main() -> None:
         p.query({"text": "warm"})
         instrument()
         samples: dict[str, list[float]] = defaultdict(list)
+        # the floor's files: as many as a seed makes, of the sizes of the entry files so far
+        known = [len(codec.encode(e)) for e in p.store.state().entries.values()]
+        sizes = [known[i % len(known)] for i in range(len(work["seeds"][0]["inputs"]))]
         for batch in work["seeds"]:
+            samples["floor"].append(file_floor(tmp, sizes))
             spent.clear()
             t = time.perf_counter()
             p.seed(batch["inputs"], batch["write"])
@@ -104,7 +129,11 @@ def main() -> None:
               f"seeds; stores in {args.dir or tempfile.gettempdir()} "
               f"({vr.file_system(tmp)}); Python {sys.version.split()[0]}")
         for part in [*PARTS, "other"]:
-            print(f"{part:<10}{statistics.median(samples[part]):>10.2f}")
+            line = f"{part:<10}{statistics.median(samples[part]):>10.2f}"
+            if part == "files":
+                line += (f"  floor {statistics.median(samples['floor']):.2f}: {len(sizes)} "
+                         "files created by one Python loop")
+            print(line)
         total = statistics.median(samples["total"])
         line = f"{'total':<10}{total:>10.2f}"
         if reference is not None:

@@ -22,4 +22,6 @@ def test_a_tiny_run_prints_every_part_and_the_total(tmp_path: Path) -> None:
                            "wal", "ref", "files", "index", "after", "other", "total"]
     assert all(v >= 0 for k, v in parts.items() if k != "other")
     assert parts["total"] >= sum(v for k, v in parts.items() if k not in ("other", "total"))
+    files = next(line for line in lines if line.startswith("files"))
+    assert " floor " in files and files.endswith(" 1000 files created by one Python loop")
     assert os.listdir(tmp_path) == []  # the store is removed
