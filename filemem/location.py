@@ -5,9 +5,10 @@ that variable holds an absolute path (Linux, the BSDs, macOS), else
 on macOS, and ``%LOCALAPPDATA%\\filemem`` on Windows.
 
 The POSIX rule is written out here rather than asked of platformdirs: its import (it loads
-``pathlib``, ``tempfile``, ``shutil`` and compression modules) is ~74 M instructions, a sixth
-of a cold ``filemem query``, and the answer is the one platformdirs 4.x gives, kept fixed
-whatever version is installed, so an upgrade never moves a person's store."""
+``pathlib``, ``tempfile``, ``shutil`` and compression modules) added ~38 M instructions, a
+twelfth, to a cold ``filemem query`` on the default store; and the answer is the one
+platformdirs 4.x gives, kept fixed whatever version is installed, so an upgrade never moves
+a person's store."""
 
 from __future__ import annotations
 
