@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from filemem.approval import ApprovalRequest, Decision, Gate
 from filemem.config import Config
 from filemem.errors import (
     CODES,
@@ -37,6 +36,7 @@ from filemem.provider import TRUST_INPUT, Provider, TrustInput, write_context
 from filemem.store.core import Store
 
 if TYPE_CHECKING:
+    from filemem.approval import ApprovalRequest, Decision, Gate
     from filemem.owner import Owner
 
 __version__ = "0.1.0"
@@ -93,11 +93,16 @@ def open_owner(path: str | os.PathLike[str] | None = None, *, validate: bool = F
     return Owner(open_store(path, validate=validate))
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Owner":  # imported on first use: an agent's reads never load the owner side
-        from filemem.owner import Owner
+# imported on first use: an agent's reads never load the owner side or the approval step
+_LATER: dict[str, str] = {"Owner": "filemem.owner", "ApprovalRequest": "filemem.approval",
+                          "Decision": "filemem.approval", "Gate": "filemem.approval"}
 
-        return Owner
+
+def __getattr__(name: str) -> Any:
+    if name in _LATER:
+        import importlib
+
+        return getattr(importlib.import_module(_LATER[name]), name)
     raise AttributeError(f"module 'filemem' has no attribute {name!r}")
 
 

@@ -169,6 +169,12 @@ def check_batch(count: int, verb: str) -> None:
             f"{verb} the parts one by one; nothing was written")
 
 
+def validate_object(value: Any, what: str = "memory write input") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise errors.invalid_input(f"{what} must be an object")
+    return value
+
+
 def validate_optional_str(value: Any, what: str) -> str | None:
     if value is None:
         return None

@@ -16,23 +16,19 @@ whole audit trail. This module knows entries and rules, not files or git.
 
 from __future__ import annotations
 
+import functools
 from contextvars import ContextVar
-from typing import Any, Final, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
-from filemem import approval, errors
-from filemem.approval import ApprovalRequest, Decision, Gate
+from filemem import errors
 from filemem.config import Config
-from filemem.model import DEFAULT_SOURCE, Entry, check_unicode, now_ms, visible
-from filemem.ops import Core, Operation, Prepared, operation
-from filemem.ops.base import obj
-from filemem.rules import budgets, envelope, snapshot
-from filemem.rules import findings as checks
+from filemem.model import DEFAULT_SOURCE, Entry, check_unicode, now_ms, validate_object, visible
+from filemem.rules import budgets, envelope
 from filemem.rules import query as query_mod
 from filemem.session import Writer, session_keys, write_context, writer_of
 from filemem.store.auditlog import row
 from filemem.store.core import Store
 from filemem.store.state import State
-from filemem.store.transaction import Transaction
 from filemem.types import (
     AddResult,
     AuditRow,
@@ -44,6 +40,12 @@ from filemem.types import (
     SeedResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from filemem.approval import ApprovalRequest, Decision, Gate
+    from filemem.ops import Core, Operation, Prepared
+    from filemem.rules.findings import Finding
+    from filemem.store.transaction import Transaction
 
 T = TypeVar("T")
 
@@ -94,7 +96,7 @@ class Provider:
         self._snapshots: dict[str, str] = {}
         # ENTRY_NOT_FOUND names where else a match is: in the layers the writer sees, or,
         # for the owner's own tools, anywhere (another workspace, another agent's layer)
-        self._core = Core(store, self.config, reveal_matches)
+        self._reveal = reveal_matches
 
     # ------------------------------------------------------------ plumbing
 
@@ -129,11 +131,21 @@ class Provider:
         return self.policy_source
 
     def _protocol(self, e: Entry) -> ProtocolEntry:
-        return self._core.protocol(e)
+        return self.store.recall.protocol(e)
 
     # ------------------------------------------------------------ the write pipeline
+    # The write side (the operations, approval, the checks) is imported on a process's first
+    # write or plan: a cold read (`filemem query`, a snapshot) is ~5% quicker without it.
+
+    @functools.cached_property
+    def _core(self) -> Core:
+        from filemem.ops import Core
+
+        return Core(self.store, self.config, self._reveal)
 
     def _write(self, name: str, arg: Any, write: Any) -> Any:
+        from filemem.ops import operation
+
         w = writer_of(write)  # WRITE_REQUIRES_AGENT before anything else
         op = operation(name)
         return self._approve_and_commit(op, op.prepare(self._core, arg, w), w, arg)
@@ -142,6 +154,8 @@ class Provider:
         """Ask (no lock held), then run ``prep.apply`` under the lock; audit every outcome.
 
         Under ``ask`` with nobody to ask, the write is staged as a pending approval."""
+        from filemem import approval
+
         payload = prep.payload
         config = self.config()  # one view of HEAD for the checks and the policy
         found = self._checked(prep, config)  # a blocking finding refuses before anyone is asked
@@ -193,9 +207,11 @@ class Provider:
 
         return self.store.retrying(attempt)
 
-    def _checked(self, prep: Prepared, config: Config) -> list[checks.Finding]:
+    def _checked(self, prep: Prepared, config: Config) -> list[Finding]:
         """The store's checks over the texts the write would store: INVALID_INPUT
         (``details.reason: checks``) for a blocking finding, else what to show the person."""
+        from filemem.rules import findings as checks
+
         found = checks.scan_all(prep.texts, config)
         refusal = checks.refused(found)
         if refusal is not None:
@@ -281,6 +297,10 @@ class Provider:
         this write (and under which policy), or the ProtocolError it would fail with first.
         Nothing is written or recorded. For surfaces that must show the question before
         the call that writes (MCP's input-required round trip)."""
+        from filemem import approval
+        from filemem.approval import ApprovalRequest
+        from filemem.ops import operation
+
         op = operation(method)
         w = writer_of(write)
         prep = op.prepare(self._core, input, w)
@@ -295,8 +315,8 @@ class Provider:
 
     def query(self, filter: Any = None, opts: Any = None) -> QueryResult:
         """Search entries; bumps the recall counters of the returned page."""
-        filt = obj(filter or {}, "query filter")
-        opts = obj(opts or {}, "query options")
+        filt = validate_object(filter or {}, "query filter")
+        opts = validate_object(opts or {}, "query options")
         for what, value in (("filter.text", filt.get("text")), ("filter.track", filt.get("track")),
                             ("filter.scope", filt.get("scope")),
                             ("opts.sessionId", opts.get("sessionId"))):
@@ -383,6 +403,8 @@ class Provider:
         protocol's write operations). With nothing visible it is ``''`` (the protocol's
         face), or with ``say_empty`` (what filemem's own surfaces show a person or a
         model) a sentence saying there are no memories yet."""
+        from filemem.rules import snapshot
+
         names = snapshot.tool_names(tools)  # INVALID_INPUT before anything is rendered
         if not isinstance(session, dict):
             return ""

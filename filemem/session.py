@@ -7,11 +7,13 @@ the protocol also lets a caller put a per-call approval callback in it (``"gate"
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from filemem import errors
-from filemem.approval import Gate
 from filemem.model import agent_key_of, check_unicode, workspace_key_of
+
+if TYPE_CHECKING:
+    from filemem.approval import Gate
 
 
 class Writer(NamedTuple):

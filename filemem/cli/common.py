@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from filemem import errors
-from filemem.approval import ApprovalRequest, describe
 from filemem.shown import json_text, visible
 
 if TYPE_CHECKING:
+    from filemem.approval import ApprovalRequest
     from filemem.owner import Owner
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +53,8 @@ class TerminalPrompt:
     name = "terminal prompt"
 
     def __call__(self, request: ApprovalRequest) -> str:
+        from filemem.approval import describe  # the write side: not loaded for a read
+
         click.echo(describe(request), err=True)
         try:
             ok = click.confirm("Approve this write?", default=False, err=True)

@@ -27,6 +27,7 @@ from filemem.model import (
     now_ms,
     validate_layer,
     validate_meta,
+    validate_object,
     validate_optional_str,
     validate_text,
 )
@@ -73,8 +74,7 @@ class Core(NamedTuple):
                                 everywhere=state.entries.values(), reveal=self.reveal)
 
     def protocol(self, e: Entry) -> ProtocolEntry:
-        count, last = self.store.recall.get(e.id)
-        return e.to_protocol(count, last)
+        return self.store.recall.protocol(e)
 
     def usage(self, state: State, track: str, scope: str) -> Usage:
         return budgets.row(state.usage, self.config(state), track, scope)
@@ -144,12 +144,6 @@ class NewEntry(NamedTuple):
                      created_at=ts, updated_at=ts, session_id=w.session_id, meta=self.meta)
 
 
-def obj(value: Any, what: str = "memory write input") -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise errors.invalid_input(f"{what} must be an object")
-    return value
-
-
 def layer(inp: dict[str, Any]) -> tuple[str, str]:
     return validate_layer(inp.get("track"), inp.get("scope"), track_missing="track" not in inp,
                           scope_missing="scope" not in inp)
@@ -170,7 +164,7 @@ def new_entry(inp: Any, w: Writer, *, with_meta: bool = False) -> NewEntry:
     """A new entry from an input. ``with_meta`` (an import) also takes ``meta``: another
     tool's data kept in the entry's file as ``x-<name>`` keys (an adapter's round-trip
     metadata); other writes ignore it, like any key the protocol does not define."""
-    inp = obj(inp)
+    inp = validate_object(inp)
     track, scope = layer(inp)
     text = validate_text(inp.get("text"))
     tags = normalize_tags(inp.get("tags"))

@@ -8,7 +8,7 @@ from typing import Any, Final
 from filemem import errors
 from filemem.approval import Decision
 from filemem.jsstr import excerpt, utf16_len
-from filemem.model import MAX_CONSOLIDATE, normalize_tags, validate_text
+from filemem.model import MAX_CONSOLIDATE, normalize_tags, validate_object, validate_text
 from filemem.ops import add, remove
 from filemem.ops.base import (
     Core,
@@ -18,7 +18,6 @@ from filemem.ops.base import (
     in_layer,
     layer,
     new_entry,
-    obj,
     reresolve,
     search_for,
 )
@@ -31,7 +30,7 @@ EXCERPT: Final = 300  # characters of each removed entry shown in the approval p
 
 
 def prepare(core: Core, input: Any, w: Writer) -> Prepared:
-    inp = obj(input)
+    inp = validate_object(input)
     track, scope = layer(inp)
     text = validate_text(inp.get("text"))
     tags = tuple(normalize_tags(inp.get("tags")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from filemem.approval import Decision
+from filemem.model import validate_object
 from filemem.ops.base import (
     Changes,
     Core,
@@ -15,7 +16,6 @@ from filemem.ops.base import (
     in_layer,
     layer,
     match_of,
-    obj,
     reresolve,
     search_for,
 )
@@ -41,7 +41,7 @@ REMOVED = RowRule(_check, _replay)  # an entry whose file is deleted, with the r
 
 
 def prepare(core: Core, input: Any, w: Writer) -> Prepared:
-    inp = obj(input)
+    inp = validate_object(input)
     track, scope = layer(inp)
     match = match_of(inp.get("match"))
     search = search_for(inp, w, track, scope, match)

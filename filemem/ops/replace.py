@@ -6,7 +6,7 @@ from typing import Any
 
 from filemem.approval import Decision
 from filemem.jsstr import utf16_len
-from filemem.model import normalize_tags, now_ms, validate_text
+from filemem.model import normalize_tags, now_ms, validate_object, validate_text
 from filemem.ops.base import (
     Changes,
     Core,
@@ -17,7 +17,6 @@ from filemem.ops.base import (
     in_layer,
     layer,
     match_of,
-    obj,
     reresolve,
     search_for,
     source_of,
@@ -46,7 +45,7 @@ REPLACED = RowRule(_check, _replay)
 
 
 def prepare(core: Core, input: Any, w: Writer) -> Prepared:
-    inp = obj(input)
+    inp = validate_object(input)
     track, scope = layer(inp)
     text = validate_text(inp.get("text"))
     raw_tags = inp.get("tags")

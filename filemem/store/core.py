@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from filemem import config as config_mod
 from filemem import errors
@@ -52,9 +52,11 @@ from filemem.store.packschedule import PackSchedule
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
-from filemem.store.transaction import HeadMoved, Transaction, hand_edited
 from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
+
+if TYPE_CHECKING:
+    from filemem.store.transaction import Transaction
 
 LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
@@ -408,6 +410,8 @@ class Store:
     def transaction(self, *, validate: bool = True) -> Iterator[Transaction]:
         """Hold the store lock, repair a half-done write if any, and work on a fresh view
         (validated unless ``validate=False``, for the owner repairing a bad file)."""
+        from filemem.store.transaction import Transaction  # the write side: not for a read
+
         with self.locked(), private_files(), self.disk_full_is_reported():
             if recovery.unfinished(self):
                 self._recover()
@@ -441,6 +445,8 @@ class Store:
         other filemem processes wait for the lock instead). Once it has moved
         COMMIT_ATTEMPTS times, or a lock stays taken: ``exhausted(why)``, else that
         StoreBusy (nothing was written, and the caller is told so)."""
+        from filemem.store.transaction import HeadMoved
+
         busy = errors.StoreBusy(
             f"the store is busy: its branch moved {COMMIT_ATTEMPTS} times during one write "
             f"(someone is committing with git in {self.root}); nothing was written; try again")
@@ -520,6 +526,8 @@ class Store:
                 dirty = self.dirty_paths(fresh, [fresh.paths[t.id] for t in targets
                                                  if t.id in fresh.paths])
         if dirty:
+            from filemem.store.transaction import hand_edited
+
             raise hand_edited(worktree.full_path(self.root, dirty[0]))
 
     def dirty_paths(self, state: State, paths: list[str]) -> list[str]:

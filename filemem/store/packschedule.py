@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from filemem.files import packing, packwrite
+from filemem.files import packwrite
 from filemem.store.logs import log
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class PackSchedule:
         if self.commits < PACK_CHECK_EVERY:
             return
         self.commits = 0
+        from filemem.files import packing  # every PACK_CHECK_EVERY commits: not for a read
+
         if packing.due(git.git_dir):
             wal.checkpoint(git)  # what the log covers is durable before git rewrites packs
             packing.pack(git)

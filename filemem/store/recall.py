@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from filemem.files import atomic
 from filemem.store.names import linked
+
+if TYPE_CHECKING:
+    from filemem.model import Entry
+    from filemem.types import ProtocolEntry
 
 LOG_NAME: Final = "recall.log"
 BASE_NAME: Final = "recall.json"
@@ -107,6 +111,11 @@ class RecallCounters:
     def get(self, entry_id: str) -> tuple[int, int | None]:
         c = self._counts.get(entry_id)
         return (c[0], c[1]) if c else (0, None)
+
+    def protocol(self, entry: Entry) -> ProtocolEntry:
+        """``entry`` in the protocol's shape, with its recall counters."""
+        count, last = self.get(entry.id)
+        return entry.to_protocol(count, last)
 
     def count(self, entry_id: str) -> int:
         c = self._counts.get(entry_id)

@@ -14,7 +14,6 @@ from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
 from filemem.files.worktree import JournalRecord
-from filemem.store import redactstage
 from filemem.store.logs import log
 from filemem.store.names import private_files
 from filemem.store.pending import Record, settles
@@ -147,6 +146,8 @@ def _recover_from(store: Store, record: JournalRecord, written: str) -> list[str
             index.set(path, sha, os.stat(worktree.full_path(store.root, path))
                       if clean else None)
         store._write_index(index)
+    from filemem.store import redactstage  # a repair under the lock: not for a read
+
     if os.path.isdir(redactstage.stage_dir(store)):
         redactstage.recover(store)
     return repaired
