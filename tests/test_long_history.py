@@ -168,7 +168,7 @@ def _log(store: Path, entry_id: str) -> list[dict[str, Any]]:
 
 
 def test_log_entry_uses_an_index_that_follows_new_commits_and_survives_damage(
-        p: filemem.Provider, store_path: Path) -> None:
+        p: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = p.add({**UG, "text": "alpha v1"}, ctx())["entry"]
     b = p.add({**UG, "text": "beta v1"}, ctx())["entry"]
     p.replace({**UG, "match": "alpha v1", "text": "alpha v2"}, ctx())
@@ -181,15 +181,29 @@ def test_log_entry_uses_an_index_that_follows_new_commits_and_survives_damage(
     assert [i["version"] for i in _log(store_path, a["id"])] == [3, 2, 1]
     assert len(index.read_bytes().splitlines()) == 1 + 5  # extended, not rebuilt
     expected = _log(store_path, a["id"])
-    for damage in (b"", b"garbage\n", index.read_bytes()[:-20],
-                   logindex.HEADER + b"%s 1 - -\n" % head(store_path).encode()):
-        index.write_bytes(damage)  # torn, foreign, or lacking the rest of the history
+    whole = index.read_bytes()
+    rows = [line.split(b" ") for line in whole.splitlines()[1:]]
+    shifted = [b" ".join(r) for r in rows]
+    shifted[1] = b" ".join(rows[1][:3])  # a field gone from one line, one more in the next
+    shifted[2] = b" ".join([*rows[2], rows[1][3]])
+    for damage in (b"", b"garbage\n", whole[:-20], logindex.HEADER + b"\n",
+                   logindex.HEADER + b"%s 1 - -\n" % head(store_path).encode(),
+                   logindex.HEADER + b"\n".join(shifted) + b"\n",
+                   whole.replace(b" %s " % rows[0][1], b" 12x4 ", 1),
+                   whole.replace(b" %s " % rows[0][1], b"  ", 1),
+                   whole.replace(rows[0][3], "\u00e9".encode(), 1)):
+        # torn, foreign, edited, or lacking the rest of the history
+        index.write_bytes(damage)
         assert _log(store_path, a["id"]) == expected
         assert [i["entryId"] for i in _log(store_path, b["id"])] == [b["id"]]
-    # the same answer as a walk of the whole history (no index at all)
+    # the same answer as a walk of the whole history (no index at all) ...
     index.unlink()
     owner_items = history.log(p.store, a["id"])
     assert [i["commit"] for i in owner_items] == [i["commit"] for i in expected]
+    assert [i["version"] for i in owner_items] == [3, 2, 1]
+    # ... and without the git CLI (each commit's changed files diffed in Python)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert history.log(p.store, a["id"]) == owner_items
 
 
 def test_log_entry_with_an_ambiguous_prefix_and_a_commit_with_odd_trailers(

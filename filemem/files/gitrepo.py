@@ -119,12 +119,12 @@ class PendingObjects:
         return sha
 
 
-def newest_first(head: str, time_and_parents: Callable[[str], tuple[int, Sequence[str]]]
-                 ) -> Iterator[str]:
+def newest_first(head: str, time_of: Callable[[str], int],
+                 parents_of: Callable[[str], Sequence[str]]) -> Iterator[str]:
     """The commits reachable from ``head``, newest first by commit time (equal times in sha
     order), whatever tells each commit's time and parents: git's objects, or an index of
-    them."""
-    heap = [(-time_and_parents(head)[0], head)]
+    them (a time is asked for only where two lines of history meet)."""
+    heap = [(-time_of(head), head)]
     seen: set[str] = set()
     while heap:
         _, sha = heapq.heappop(heap)
@@ -133,7 +133,7 @@ def newest_first(head: str, time_and_parents: Callable[[str], tuple[int, Sequenc
         while True:
             seen.add(sha)
             yield sha
-            parents = time_and_parents(sha)[1]
+            parents = parents_of(sha)
             # a line of single parents with nothing else waiting (most of a history): the
             # parent is what the heap would give next, so it is taken without the heap
             if len(parents) == 1 and not heap and parents[0] not in seen:
@@ -141,7 +141,7 @@ def newest_first(head: str, time_and_parents: Callable[[str], tuple[int, Sequenc
                 continue
             for parent in parents:
                 if parent not in seen:
-                    heapq.heappush(heap, (-time_and_parents(parent)[0], parent))
+                    heapq.heappush(heap, (-time_of(parent), parent))
             break
 
 
@@ -373,11 +373,8 @@ class GitRepo:
     def newest_first(self, head: str) -> Iterator[CommitInfo]:
         """Every commit reachable from ``head``, newest first by commit time (the history
         walk of ``auditList``, ``filemem log`` and the like)."""
-        def time_and_parents(sha: str) -> tuple[int, Sequence[str]]:
-            info = self.commit(sha)
-            return info.time, info.parents
-
-        for sha in newest_first(head, time_and_parents):
+        for sha in newest_first(head, lambda sha: self.commit(sha).time,
+                                lambda sha: self.commit(sha).parents):
             yield self.commit(sha)
 
     def subtree(self, tree_sha: str, path: str) -> str | None:
