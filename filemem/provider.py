@@ -135,7 +135,7 @@ class Provider:
 
     # ------------------------------------------------------------ the write pipeline
     # The write side (the operations, approval, the checks) is imported on a process's first
-    # write or plan: a cold read (`filemem query`, a snapshot) is ~5% quicker without it.
+    # write or plan: a cold `filemem query` or `list` is ~5% quicker without it.
 
     @functools.cached_property
     def _core(self) -> Core:

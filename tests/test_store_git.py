@@ -603,4 +603,5 @@ def test_newest_first_takes_single_parents_in_the_heaps_order() -> None:
             graph[sha] = (rng.randint(0, 5) + n // rng.choice([1, 3]), parents)
             shas.append(sha)
         head = shas[-1]
-        assert list(newest_first(head, graph.__getitem__)) == _heap_order(head, graph)
+        assert list(newest_first(head, lambda sha: graph[sha][0],
+                                 lambda sha: graph[sha][1])) == _heap_order(head, graph)
