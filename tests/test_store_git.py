@@ -603,5 +603,7 @@ def test_newest_first_takes_single_parents_in_the_heaps_order() -> None:
             graph[sha] = (rng.randint(0, 5) + n // rng.choice([1, 3]), parents)
             shas.append(sha)
         head = shas[-1]
-        assert list(newest_first(head, lambda sha: graph[sha][0],
-                                 lambda sha: graph[sha][1])) == _heap_order(head, graph)
+        times = {sha: t for sha, (t, _p) in graph.items()}
+        parents = {sha: p for sha, (_t, p) in graph.items()}
+        assert list(newest_first(head, times.__getitem__, parents.__getitem__)) == \
+            _heap_order(head, graph)
