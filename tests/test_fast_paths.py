@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 import filemem
 from filemem import shown
+from filemem.files import codec
 from filemem.files.gitindex import GitIndex, hash_blob
 from filemem.jsstr import _ASCII_LOWER, ascii_lower
-from filemem.model import LAYERS, new_ids
+from filemem.model import LAYERS, Entry, new_ids
 from filemem.store import auditlog
 from filemem.store.state import State
 from tests.conftest import BIG, git
+from tests.test_properties import entries
 
 
 @settings(max_examples=500, deadline=None)
@@ -192,3 +194,35 @@ def test_a_long_running_provider_caches_only_the_trees_at_head(tmp_path: Path) -
     cached = set(p.store.git._trees)
     assert cached and cached <= at_head
     p.close()
+
+
+def _decoded_or_error(data: bytes) -> object:
+    try:
+        return codec.decode(data)
+    except codec.CodecError as exc:
+        return ("CodecError", str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(entries(), st.integers(min_value=0), st.sampled_from(["keep", "set", "insert", "cut"]),
+       st.sampled_from(list(b'"\\ \n\r0-x[]:,\xc3')))
+def test_a_file_read_by_position_reads_as_the_parsers_read_it(
+        entry: Entry, at: int, how: str, byte: int) -> None:
+    """A file exactly as filemem writes it is read by position and proved by encoding it
+    again (codec._as_written); that file, or one with a byte changed, added or cut
+    anywhere, decodes to the same entry (or fails with the same error) as the parsers
+    alone give."""
+    data = bytearray(codec.encode(entry))
+    at %= len(data)
+    if how == "set":
+        data[at] = byte
+    elif how == "insert":
+        data.insert(at, byte)
+    elif how == "cut":
+        del data[at]
+    fast = _decoded_or_error(bytes(data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_as_written", lambda data: None)
+        assert fast == _decoded_or_error(bytes(data))
+    if how == "keep":
+        assert codec._as_written(bytes(data)) == entry
