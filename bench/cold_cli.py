@@ -83,8 +83,11 @@ def main() -> None:
            if k not in ("PYTHONDONTWRITEBYTECODE", "FILEMEM_STORE", "FILEMEM_HOME")}
     env["XDG_DATA_HOME"] = os.path.join(root, "data")  # as a person types it: no --store
     try:
-        make_store(os.path.join(root, "data", "filemem"), args.entries)
         fm = filemem_command()
+        # the default store there, as the command itself names it
+        found = subprocess.run([*fm, "path"], env=env, capture_output=True, text=True,
+                               check=True).stdout.strip()
+        make_store(found, args.entries)
         cases = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import filemem"': [sys.executable, "-c", "import filemem"],

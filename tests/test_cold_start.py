@@ -19,6 +19,7 @@ import click
 import pytest
 
 import filemem
+from filemem import location
 from filemem.cli.app import COMMANDS, main
 from tests.conftest import BIG, ROOT, ctx, git
 
@@ -66,8 +67,12 @@ def test_the_command_table_matches_what_the_modules_register() -> None:
 
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # where the default store of a user whose XDG_DATA_HOME is "data" is
-    path = tmp_path_factory.mktemp("cold") / "data" / "filemem"
+    # the default store of a user whose XDG_DATA_HOME is "data"
+    data = tmp_path_factory.mktemp("cold") / "data"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_DATA_HOME", str(data))
+        path = Path(location.user_data_dir())
+    assert path.parent == data
     with filemem.open_store(path, create=True, budgets=BIG, write_policy="auto") as p:
         p.seed([{"track": "user", "scope": "user-global", "text": f"fact {i}"}
                 for i in range(30)], ctx())
