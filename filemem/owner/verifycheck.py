@@ -95,18 +95,22 @@ def commits_since(store: Store, base: str | None) -> list[CommitInfo] | None:
         return None if base is not None else []
     order: list[CommitInfo] = []
     done: set[str] = set() if base is None else {base}
-    stack: list[tuple[str, bool]] = [(head, False)]
+    # (sha, its commit once its parents are on the stack): the commit is kept on the stack,
+    # not read again when its parents are done, 100,000 commits later in a long line, long
+    # after the commit cache has let it go (a fifth of a `verify --full` went to reading
+    # every commit twice)
+    stack: list[tuple[str, CommitInfo | None]] = [(head, None)]
     while stack:
         sha, expanded = stack.pop()
         if sha in done:
             continue
+        if expanded is not None:
+            done.add(sha)
+            order.append(expanded)
+            continue
         info = store.git.commit(sha)
         if base is not None and not info.parents:
             return None  # reached a first commit without passing through base
-        if expanded:
-            done.add(sha)
-            order.append(info)
-            continue
-        stack.append((sha, True))
-        stack.extend((p, False) for p in reversed(info.parents) if p not in done)
+        stack.append((sha, info))
+        stack.extend((p, None) for p in reversed(info.parents) if p not in done)
     return order
