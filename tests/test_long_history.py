@@ -206,6 +206,17 @@ def test_log_entry_uses_an_index_that_follows_new_commits_and_survives_damage(
     assert history.log(p.store, a["id"]) == owner_items
 
 
+def test_the_log_index_picks_commits_by_id_prefix_and_those_it_could_not_hold() -> None:
+    a, b, c, d = (x * 40 for x in "abcd")
+    known = {a: ("1", "-", "abc1,def2"), b: ("2", a, logindex.ANY), c: ("3", b, "-"),
+             d: ("4", f"{b},{c}", f"x9,{logindex.ANY}")}
+    assert logindex.about(known, "def") == {a, b, d}
+    assert logindex.about(known, "abc1") == {a, b, d}
+    assert logindex.about(known, "zz") == {b, d}
+    assert [logindex.time_and_parents(known, sha) for sha in (a, d)] == [(1, ()), (4, (b, c))]
+    assert list(logindex.newest_first(known, d)) == [d, c, b, a]
+
+
 def test_log_entry_with_an_ambiguous_prefix_and_a_commit_with_odd_trailers(
         p: filemem.Provider, store_path: Path) -> None:
     ids = [p.add({**UG, "text": f"fact {i}"}, ctx())["entry"]["id"] for i in range(20)]

@@ -76,7 +76,7 @@ def about(known: Known, prefix: str) -> set[str]:
     """The commits whose rows name an entry whose id starts with ``prefix``, and those whose
     ids the index could not hold (:data:`ANY`): read whatever entry is asked for."""
     return {sha for sha, (_when, _parents, ids) in known.items()
-            if (prefix in ids or ids == ANY)
+            if (prefix in ids or ANY in ids)
             and any(i.startswith(prefix) or i == ANY for i in _split(ids))}
 
 
