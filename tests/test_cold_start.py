@@ -120,6 +120,25 @@ def test_an_owner_command_imports_only_its_own_part_of_the_owner_side(
     assert sorted(loaded & set(unneeded)) == []
 
 
+def test_claude_codes_session_start_hook_imports_only_what_a_snapshot_needs(
+        packed_store: Path) -> None:
+    """Claude Code runs it at every session start: not the modules that edit its files
+    (`connect`), nor the adapters and imports its auto-memory offer uses."""
+    env = {**os.environ, "FILEMEM_STORE": str(packed_store)}
+    hook_input = json.dumps({"session_id": "s-1", "cwd": str(packed_store),
+                             "hook_event_name": "SessionStart", "source": "startup"})
+    out = subprocess.run([sys.executable, "-c", WRAPPER, "hook", "claude-code", "session-start"],
+                         input=hook_input, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "mcp__filemem__memory_add" in json.loads(out.stdout.splitlines()[0])[
+        "hookSpecificOutput"]["additionalContext"]
+    loaded = json.loads(out.stderr.rsplit("MODULES ", 1)[1])
+    unneeded = ("filemem.owner.claude_code", "filemem.owner.jsonconfig", "filemem.owner.imports",
+                "filemem.adapters", "filemem.ops", "subprocess", "dataclasses", "pathlib",
+                "dulwich", "ruamel", "mcp", "logging")
+    assert [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unneeded)] == []
+
+
 def test_the_mcp_server_reads_without_dulwich_or_ruamel(packed_store: Path) -> None:
     code = ("import sys, filemem.mcp.server, filemem\n"
             f"p = filemem.open_store({str(packed_store)!r}, validate=False)\n"

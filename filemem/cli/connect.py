@@ -226,16 +226,14 @@ def hook_session_start(agent: str, store_path: str | None) -> None:
     """Print the SessionStart hook output for the hook input on stdin: the frozen snapshot
     for that session as additionalContext, recorded as a `snapshot` audit row with Claude
     Code's session id."""
-    from filemem.owner import claude_code, claude_session
-    from filemem.toolspec import WRITE_TOOL_NAMES
+    from filemem.owner import claude_session
 
     if sys.stdin.isatty():
         raise click.UsageError("this command is run by Claude Code, with its SessionStart "
                                "hook input (JSON) on stdin; see `filemem connect claude-code`")
     raw = sys.stdin.buffer.read(claude_session.INPUT_MAX + 1)
     with open_store(store_path) as provider:
-        # Claude Code names an MCP server's tools mcp__<server>__<tool>
-        tools = tuple(f"mcp__{claude_code.SERVER}__{name}" for name in WRITE_TOOL_NAMES)
-        out, _ = claude_session.session_start(provider, raw, agent, tools)
+        out, _ = claude_session.session_start(provider, raw, agent,
+                                              claude_session.tool_names())
     sys.stdout.buffer.write(out)
     sys.stdout.flush()

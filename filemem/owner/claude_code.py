@@ -55,9 +55,9 @@ from typing import Any, Final
 from filemem import errors
 from filemem.files import stoppoint
 from filemem.owner import claudelock, jsonconfig
+from filemem.owner.claude_session import SERVER
 from filemem.owner.jsonconfig import JsonFile
 
-SERVER: Final = "filemem"
 EVENT: Final = "SessionStart"
 HOOK_ARGS: Final = ("hook", "claude-code", "session-start")
 HOOK_TIMEOUT: Final = 30  # seconds: a stuck store never holds a session start for long

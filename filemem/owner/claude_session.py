@@ -38,16 +38,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from filemem import errors
-from filemem.adapters import default_registry
 from filemem.model import workspace_key_of
-from filemem.owner import imports
-from filemem.owner.claude_code import config_dir
 from filemem.provider import Provider
+from filemem.toolspec import WRITE_TOOL_NAMES
 
+# the MCP server's name in Claude Code's settings (`connect claude-code` registers it): here,
+# not in .claude_code, so that the hook Claude Code runs at every session start does not
+# import what editing Claude Code's files needs (subprocess, the JSON editor, the adapters)
+SERVER: Final = "filemem"
 ADAPTER: Final = "claude-code-memory-md"
 EVENT: Final = "SessionStart"
 KEEPS_SESSION: Final = ("resume", "compact")
@@ -86,6 +87,12 @@ def read_input(raw: bytes) -> dict[str, Any]:
     if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
         raise _bad_input("its cwd is not an absolute path")
     return data
+
+
+def tool_names() -> tuple[str, ...]:
+    """The memory write tools as Claude Code names an MCP server's tools:
+    ``mcp__<server>__<tool>``."""
+    return tuple(f"mcp__{SERVER}__{name}" for name in WRITE_TOOL_NAMES)
 
 
 def session_start(provider: Provider, raw: bytes, agent: str,
@@ -172,12 +179,13 @@ def _main_checkout(folder: str, dot_git: str) -> str | None:
 
 def auto_memory_dir(project: str) -> str:
     """Where Claude Code keeps its auto-memory for sessions started in ``project``."""
+    from filemem.owner.claude_code import config_dir
+
     root = repository_root(project) or os.path.realpath(project)
     return os.path.join(config_dir(), "projects", project_slug(root), "memory")
 
 
-@dataclass(frozen=True)
-class ImportPlan:
+class ImportPlan(NamedTuple):
     """What importing a project's auto-memory would add."""
 
     folder: str
@@ -190,6 +198,9 @@ def plan_import(provider: Provider, payload: Any, project: str, write: Any) -> I
     reads a folder), placed in ``project``'s workspace and ``agent``'s layer, minus those
     ``filemem import`` would leave out (:mod:`filemem.owner.imports`: the same text in the
     same layer, or the same memory file imported before, changed in filemem since)."""
+    from filemem.adapters import default_registry
+    from filemem.owner import imports
+
     folder = str(payload.get("path", "")) if isinstance(payload, dict) else ""
     entries = default_registry().adapt(ADAPTER, payload)
     wk = workspace_key_of(project)
@@ -200,5 +211,5 @@ def plan_import(provider: Provider, payload: Any, project: str, write: Any) -> I
     return ImportPlan(folder, todo, len(skipped))
 
 
-__all__ = ["ADAPTER", "CONTEXT_MAX", "ImportPlan", "auto_memory_dir", "plan_import",
-           "project_slug", "read_input", "repository_root", "session_start"]
+__all__ = ["ADAPTER", "CONTEXT_MAX", "SERVER", "ImportPlan", "auto_memory_dir", "plan_import",
+           "project_slug", "read_input", "repository_root", "session_start", "tool_names"]
