@@ -445,7 +445,7 @@ def _as_written(data: bytes) -> Entry | None:
             values[key] = _parse_canonical_value(key, raw) \
                 if raw.startswith(('"', "[")) or raw == "null" else \
                 int(raw) if key == "version" else raw
-        entry = _entry(values, data[end + 5:-1])
+        entry = _entry(values, _text_bytes(data[end + 5:]))
     except (UnicodeDecodeError, ValueError):  # CodecError among them: the parsers say why
         return None
     return entry if encode(entry) == data else None
