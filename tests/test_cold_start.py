@@ -100,6 +100,25 @@ def test_a_cold_read_imports_only_what_it_needs(packed_store: Path, args: list[s
     assert heavy == []
 
 
+def test_a_cold_write_imports_no_lock_library_and_no_owner_side(tmp_path: Path) -> None:
+    """`filemem add --yes` takes the store lock and the audit counter through fcntl
+    (portalocker's import loads importlib.metadata: a fifth of a cold add)."""
+    store = tmp_path / "store"
+    with filemem.open_store(store, create=True, budgets=BIG, write_policy="auto") as p:
+        p.add({"track": "user", "scope": "user-global", "text": "a first fact"}, ctx())
+    env = {**os.environ, "FILEMEM_STORE": str(store)}
+    out = subprocess.run([sys.executable, "-c", WRAPPER, "add", "--yes", "--track", "user",
+                          "--scope", "user-global", "a cold write"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "Added" in out.stdout
+    loaded = json.loads(out.stderr.rsplit("MODULES ", 1)[1])
+    unneeded = ("portalocker", "importlib.metadata", "email", "dulwich", "ruamel", "mcp",
+                "pydantic", "logging", "dataclasses", "filemem.owner", "filemem.adapters")
+    assert [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unneeded)] == []
+    assert "a cold write" in git(store, "log", "-1", "--format=%B")
+
+
 ELSEWHERE = ("filemem.owner.sync", "filemem.owner.remotes", "filemem.owner.redact",
              "filemem.owner.imports", "filemem.adapters", "filemem.owner.watch")
 

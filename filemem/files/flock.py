@@ -1,19 +1,29 @@
-"""A non-blocking exclusive lock on an open file, for the small locks of the read path.
+"""filemem's one lock-file primitive: an exclusive lock on an open file, taken without
+blocking and retried until a deadline (the store lock, the sync lock, the audit counter).
 
 POSIX: ``fcntl.flock``, the call portalocker itself makes there, so a lock taken here and
-one taken through portalocker exclude each other. portalocker is imported only where there
-is no ``fcntl`` (Windows): importing it costs more than a whole cold ``filemem snapshot``
-spends on its own work (its version lookup loads ``importlib.metadata``).
+one taken through portalocker (by an older filemem) exclude each other. portalocker is
+imported only where there is no ``fcntl`` (Windows): importing it costs more than a whole
+cold ``filemem snapshot`` spends on its own work (its version lookup loads
+``importlib.metadata``), and a cold ``filemem add`` took the store lock through it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
+
+
+class Busy(Exception):
+    """The lock stayed taken by another process (or open file) for the whole wait."""
 
 
 def try_lock(f: IO[Any]) -> bool:
@@ -40,3 +50,40 @@ def unlock(f: IO[Any]) -> None:
     import portalocker
 
     portalocker.unlock(f)
+
+
+def acquire(path: str, flags: int, timeout: float, interval: float,
+            opener: Callable[[str, int], int] = os.open) -> IO[bytes]:
+    """The file at ``path`` opened (``opener(path, flags)``, which creates it if ``flags``
+    say so) and locked, tried every ``interval`` s for up to ``timeout`` s (0: once); Busy
+    after that, with the file closed again. OSError from opening it is the caller's."""
+    f = os.fdopen(opener(path, flags), "r+b" if flags & os.O_RDWR else "ab", buffering=0)
+    try:
+        deadline = time.monotonic() + timeout
+        while not try_lock(f):
+            if time.monotonic() >= deadline:
+                raise Busy(path)
+            time.sleep(interval)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def release(f: IO[bytes]) -> None:
+    """Let go of a lock :func:`acquire` took, and close its file."""
+    try:
+        unlock(f)
+    finally:
+        f.close()
+
+
+@contextlib.contextmanager
+def held(path: str, flags: int, timeout: float, interval: float,
+         opener: Callable[[str, int], int] = os.open) -> Iterator[IO[bytes]]:
+    """:func:`acquire` for the length of a ``with`` block."""
+    f = acquire(path, flags, timeout, interval, opener)
+    try:
+        yield f
+    finally:
+        release(f)

@@ -56,7 +56,7 @@ from filemem import config as config_mod
 from filemem import errors
 from filemem.config import Config
 from filemem.errors import StoreReadOnly, SyncError
-from filemem.files import codec, worktree
+from filemem.files import atomic, codec, flock, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
@@ -231,16 +231,12 @@ def over_budget(store: Store) -> list[Usage]:
 @contextlib.contextmanager
 def _sync_lock(store: Store) -> Iterator[None]:
     """One sync of a store at a time; agents' writes are not blocked by it."""
-    import portalocker
-
-    lock = portalocker.Lock(
-        os.path.join(store.meta, "sync.lock"), mode="a", timeout=SYNC_LOCK_TIMEOUT,
-        check_interval=0.05, fail_when_locked=False,
-        flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
     try:
-        with private_files():
-            lock.acquire()
-    except portalocker.LockException:
+        with private_files(), store.refusing_links():  # never a lock through a link
+            lock = flock.acquire(os.path.join(store.meta, "sync.lock"),
+                                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                 SYNC_LOCK_TIMEOUT, 0.05, atomic.open_nofollow)
+    except flock.Busy:
         raise SyncError("SYNC_BUSY", f"another `filemem sync` of {store.root} has been "
                         f"running for more than {SYNC_LOCK_TIMEOUT:.0f} s") from None
     except OSError as exc:
@@ -251,7 +247,7 @@ def _sync_lock(store: Store) -> Iterator[None]:
     try:
         yield
     finally:
-        lock.release()
+        flock.release(lock)
 
 
 def _count(git: GitRepo, include: str, exclude: str | None) -> int:

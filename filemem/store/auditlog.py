@@ -39,7 +39,6 @@ import json
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
@@ -253,36 +252,34 @@ class Ledger:
         written (a read-only store), StoreBusy if it stays taken (a stopped process)."""
         from filemem import errors
 
-        fd = os.open(self.counter_path, os.O_RDWR | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "r+b", buffering=0) as f:
-            deadline = time.monotonic() + COUNTER_TIMEOUT
-            while not flock.try_lock(f):  # fcntl, not portalocker: a cold read imports less
-                if time.monotonic() > deadline:
-                    raise errors.StoreBusy(
-                        f"the store is busy: its audit counter {self.counter_path} has "
-                        f"been locked by another process for more than "
-                        f"{COUNTER_TIMEOUT:.0f} s (one that is stopped?); nothing was "
-                        "recorded; try again")
-                time.sleep(0.002)
+        try:
+            lock = flock.acquire(self.counter_path, os.O_RDWR | os.O_CREAT, COUNTER_TIMEOUT,
+                                 0.002)
+        except flock.Busy:
+            raise errors.StoreBusy(
+                f"the store is busy: its audit counter {self.counter_path} has been locked "
+                f"by another process for more than {COUNTER_TIMEOUT:.0f} s (one that is "
+                "stopped?); nothing was recorded; try again") from None
+        try:
+            fd = lock.fileno()
+            raw = os.pread(fd, _COUNTER_WIDTH + 1, 0)
             try:
-                raw = os.pread(fd, _COUNTER_WIDTH + 1, 0)
-                try:
-                    start = int(raw.strip() or b"0")
-                except ValueError:
-                    start = 0  # torn by a crash: the floor below still holds
-                last = max(start, floor())
+                start = int(raw.strip() or b"0")
+            except ValueError:
+                start = 0  # torn by a crash: the floor below still holds
+            last = max(start, floor())
 
-                def stamp(r: AuditRow) -> None:
-                    nonlocal last
-                    if r["ts"] is None:
-                        r["ts"] = now_ms()
-                    r["seq"] = last = next_seq(int(r["ts"]), last)
+            def stamp(r: AuditRow) -> None:
+                nonlocal last
+                if r["ts"] is None:
+                    r["ts"] = now_ms()
+                r["seq"] = last = next_seq(int(r["ts"]), last)
 
-                yield stamp
-                if last != start:
-                    os.pwrite(fd, b"%0*d\n" % (_COUNTER_WIDTH, last), 0)
-            finally:
-                flock.unlock(f)
+            yield stamp
+            if last != start:
+                os.pwrite(fd, b"%0*d\n" % (_COUNTER_WIDTH, last), 0)
+        finally:
+            flock.release(lock)
 
     def _open(self, flags: int) -> int:
         """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""

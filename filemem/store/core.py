@@ -4,8 +4,8 @@
   incrementally when HEAD moves (a cheap ref read per call notices it), parsing only files
   whose blob changed, and is kept in ``.filemem/cache/state.jsonl`` (:mod:`.viewcache`) so a
   cold process does not re-parse every file.
-- Writes happen in a :mod:`.transaction` under the store lock (portalocker, on
-  ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
+- Writes happen in a :mod:`.transaction` under the store lock (:mod:`filemem.files.flock`
+  on ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
   a write killed at any instant is finished or undone from HEAD by the next one or open.
 - ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger,
   the recall counters and pending approvals. It is the owner's private state, not a trusted
@@ -24,12 +24,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, gitstate, wal, worktree
+from filemem.files import atomic, codec, flock, gitstate, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -101,7 +101,7 @@ class Store:
         self._index_id: tuple[int, int, int] | None = None
         self.packs = PackSchedule()
         self._lock = threading.RLock()
-        self._file_lock: Any = None
+        self._file_lock: IO[bytes] | None = None
         self._lock_depth = 0
         if recovery.unfinished(self):
             # a killed write (or a log from before a restart) is finished or undone here; a
@@ -138,21 +138,16 @@ class Store:
     def locked(self, timeout: float | None = None) -> Iterator[None]:
         """The store lock: one writer at a time across threads and processes (StoreBusy
         after ``timeout``, default LOCK_TIMEOUT; StoreReadOnly if it cannot be written)."""
-        import portalocker
-
         wait = LOCK_TIMEOUT if timeout is None else timeout
         with self._lock:
             if self._lock_depth == 0:
-                lock = portalocker.Lock(
-                    os.path.join(self.meta, "lock"), mode="a", timeout=wait,
-                    check_interval=0.002, fail_when_locked=False,
-                    flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
-                    opener=atomic.open_nofollow,  # never a lock through a link
-                )
                 try:
                     with private_files(), self.refusing_links():  # the owner's only
-                        lock.acquire()
-                except portalocker.LockException:
+                        lock = flock.acquire(
+                            os.path.join(self.meta, "lock"),
+                            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, wait,
+                            0.002, atomic.open_nofollow)  # never a lock through a link
+                except flock.Busy:
                     raise errors.StoreBusy(
                         f"the store is busy: its lock {self.meta}/lock has been held by another "
                         f"filemem process for more than {wait:.0f} s; nothing was "
@@ -169,8 +164,8 @@ class Store:
                 yield
             finally:
                 self._lock_depth -= 1
-                if self._lock_depth == 0:
-                    self._file_lock.release()
+                if self._lock_depth == 0 and self._file_lock is not None:
+                    flock.release(self._file_lock)
                     self._file_lock = None
 
     # ------------------------------------------------------------ the view of HEAD
