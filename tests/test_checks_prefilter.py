@@ -17,6 +17,7 @@ from filemem.rules.wordset import WordSet
 from tests.checks_corpus import INJECTION, INVISIBLE, ORDINARY, SECRETS
 
 TRIGGER_WORDS = sorted(findings._WORDS.words)
+COMPILED = WordSet(TRIGGER_WORDS, compile_after=0)  # the expression from its first text
 PIECES = ([t for _r, t in INJECTION] + [t for _r, t, _s in SECRETS]
           + [t for _k, t in INVISIBLE] + ORDINARY)
 # trigger words (whole, cut, in capitals), corpus pieces and any text, glued together
@@ -41,14 +42,29 @@ def every_rule_tried(monkeypatch: pytest.MonkeyPatch) -> None:
 @given(st.lists(st.text(alphabet="abgh_/-.|", min_size=1, max_size=6), min_size=1,
                 max_size=12, unique=True), st.text(alphabet="abgh_/-.|xX", max_size=60))
 def test_a_word_set_finds_exactly_the_words_that_occur(words: list[str], text: str) -> None:
-    assert WordSet(words).found_in(text) == {w for w in words if w in text}
+    expected = {w for w in words if w in text}
+    assert WordSet(words, compile_after=0).found_in(text) == expected  # the expression
+    tested = WordSet(words, compile_after=1)
+    assert tested.found_in(text) == expected  # word by word, then the expression
+    assert tested.found_in(text) == expected
+
+
+def test_a_word_set_compiles_its_expression_only_after_its_first_texts() -> None:
+    words = WordSet(["gh", "ghp_", "key"], compile_after=2)
+    assert words.found_in("a ghp_ key") == {"gh", "ghp_", "key"}
+    assert words.found_in("nothing") == frozenset()
+    assert words._pattern is None
+    assert words.found_in("a ghp_ key") == {"gh", "ghp_", "key"}
+    assert words._pattern is not None
 
 
 @settings(max_examples=600, deadline=None)
 @given(TEXTS)
 def test_the_trigger_words_found_are_those_in_the_text(text: str) -> None:
     low = text.lower()
-    assert findings._WORDS.found_in(low) == {w for w in TRIGGER_WORDS if w in low}
+    expected = {w for w in TRIGGER_WORDS if w in low}
+    assert COMPILED.found_in(low) == expected
+    assert findings._WORDS.found_in(low) == expected
 
 
 @settings(max_examples=500, deadline=None)

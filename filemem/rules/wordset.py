@@ -1,20 +1,24 @@
 """Which of a fixed set of words a text contains, found in one pass instead of one test each.
 
 The checks try a rule only when its trigger words are in the text (:data:`filemem.rules.
-injection.TRIGGERS`, :data:`filemem.rules.secrets.TRIGGERS`). Testing ~100 words one by one
-costs more than the rules themselves on an ordinary note; here every word goes into one
+injection.TRIGGERS`, :data:`filemem.rules.secrets.TRIGGERS`). Every word goes into one
 regular expression shaped as a trie (``g(?:h(?:/hosts)?|ithub_pat_|l)``), so each search
 stops at the next place where some word starts and takes the longest word starting there.
 The words found are those longest words and every word that is a prefix of one (they start
 at the same place), which is exactly the set of words that occur: searching again from the
 next character after each hit finds words that overlap an earlier one.
+
+Measured on the ~130 trigger words: the expression takes ~1.5 µs a text where testing each
+word (``word in text``) takes ~7 µs, both plus about the same per character, but compiling
+it takes ~5 ms. So a process tests its first texts word by word (:data:`COMPILE_AFTER`) and
+compiles the expression only if it goes on checking.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 _Trie: TypeAlias = dict[str, "_Trie"]  # a character -> the words going on with it; "" ends one
 
@@ -38,24 +42,34 @@ def _trie_pattern(words: Iterable[str]) -> str:
     return emit(trie)
 
 
+COMPILE_AFTER: Final = 1024  # texts tested word by word before the expression is compiled
+
+
 class WordSet:
-    """A fixed set of words (none empty), compiled on first use."""
+    """A fixed set of words (none empty). The first ``compile_after`` texts are tested word
+    by word (a cold ``filemem add`` checks one text, a cold snapshot of 1,000 entries about
+    that many); the expression is compiled for the texts after them."""
 
-    __slots__ = ("_pattern", "_prefixes", "words")
+    __slots__ = ("_left", "_listed", "_pattern", "_prefixes", "words")
 
-    def __init__(self, words: Iterable[str]) -> None:
+    def __init__(self, words: Iterable[str], compile_after: int = COMPILE_AFTER) -> None:
         self.words = frozenset(words)
         if "" in self.words:
             raise ValueError("a WordSet's words must not be empty")
+        self._listed = sorted(self.words)
+        self._left = compile_after
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: dict[str, frozenset[str]] = {}
 
     def found_in(self, text: str) -> frozenset[str]:
         """The words that occur in ``text`` (as substrings, case as given)."""
         if self._pattern is None:
-            self._pattern = re.compile(_trie_pattern(self.words))
+            if self._left > 0:  # a race between threads only compiles a little later
+                self._left -= 1
+                return frozenset([w for w in self._listed if w in text])
             self._prefixes = {w: frozenset(p for p in self.words if w.startswith(p))
                               for w in self.words}
+            self._pattern = re.compile(_trie_pattern(self.words))
         search, prefixes = self._pattern.search, self._prefixes
         m = search(text)
         if m is None:
