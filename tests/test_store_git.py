@@ -607,3 +607,58 @@ def test_newest_first_takes_single_parents_in_the_heaps_order() -> None:
         parents = {sha: p for sha, (_t, p) in graph.items()}
         assert list(newest_first(head, times.__getitem__, parents.__getitem__)) == \
             _heap_order(head, graph)
+
+
+def test_the_view_cache_is_saved_once_it_lacks_enough_files(tmp_path: Path) -> None:
+    """Saving the cache rewrites every entry (~10 µs each); a file it lacks costs a cold
+    start one read from git. So at 1,000 entries a cold write or read leaves it as it is
+    until it lacks 16 files, and what it lacks is read from git meanwhile."""
+    from tests.conftest import BIG
+
+    root = tmp_path / "store"
+    cache = root / ".filemem" / "cache" / "state.jsonl"
+    with filemem.open_store(root, create=True, budgets=BIG, write_policy="auto") as p:
+        p.seed([{"track": "user", "scope": "user-global", "text": f"fact {i}"}
+                for i in range(1000)], ctx())
+    with filemem.open_store(root) as p:
+        p.list_entries()
+    saved = cache.read_bytes()
+    for i in range(viewcache.STALE_FILES - 1):  # each a cold process's one write
+        with filemem.open_store(root, budgets=BIG, write_policy="auto") as p:
+            p.add({"track": "user", "scope": "user-global", "text": f"later {i}"}, ctx())
+        assert cache.read_bytes() == saved
+    with filemem.open_store(root) as p:  # a cold read: 15 files from git, the rest cached
+        texts = {e["text"] for e in p.list_entries()}
+    assert {f"later {i}" for i in range(viewcache.STALE_FILES - 1)} <= texts
+    assert len(texts) == 1000 + viewcache.STALE_FILES - 1
+    assert cache.read_bytes() == saved
+    with filemem.open_store(root, budgets=BIG, write_policy="auto") as p:
+        p.add({"track": "user", "scope": "user-global", "text": "the sixteenth"}, ctx())
+    assert cache.read_bytes() != saved  # now it lacked 16: saved with all of them
+    header, files = viewcache.read_document(cache.read_bytes())
+    assert header["head"] == head(root) and len(files) == 1000 + viewcache.STALE_FILES
+
+
+def test_files_the_view_cache_cannot_hold_do_not_make_every_cold_start_save_it(
+        tmp_path: Path) -> None:
+    from tests.conftest import BIG
+
+    root = tmp_path / "store"
+    cache = root / ".filemem" / "cache" / "state.jsonl"
+    with filemem.open_store(root, create=True, budgets=BIG, write_policy="auto") as p:
+        p.seed([{"track": "user", "scope": "user-global", "text": f"fact {i}"}
+                for i in range(20)], ctx())
+        first = p.list_entries()[0]["id"]
+    path = next(root.rglob(f"{first}.md"))
+    # a person's own front-matter (a comment): read from git at every cold start
+    path.write_text(path.read_text(encoding="utf-8").replace("---\n", "---\n# mine\n", 1),
+                    encoding="utf-8")
+    git(root, "commit", "-qam", "a hand edit")
+    with filemem.open_store(root) as p:
+        p.list_entries()
+    saved = cache.read_bytes()
+    assert "# mine" not in saved.decode("utf-8")  # listed as read from git, not cached
+    os.utime(cache, (0, 0))
+    with filemem.open_store(root) as p:
+        assert any(e["id"] == first for e in p.list_entries())
+    assert cache.read_bytes() == saved and cache.stat().st_mtime == 0

@@ -266,7 +266,9 @@ class Store:
             changes = [(p, sha) for p, _mode, sha in self.git.walk(commit.tree)
                        if in_entry_folder(p)]
         by_path = {p: i for i, p in paths.items()}
-        misses = sum(1 for _p, blob in changes if blob is not None and blob not in self._parsed)
+        misses = 0  # files a cold start reads from git that the cache could have held
+        if base is None:
+            misses = sum(1 for _p, b in changes if b is not None and b not in self._parsed)
         for path, blob in changes:
             old_id = by_path.pop(path, None)
             if old_id is not None and paths.get(old_id) == path:
@@ -302,11 +304,14 @@ class Store:
             paths=paths, blobs=blobs, noncanonical=frozenset(noncanonical), corrupt=corrupt,
             usage=usage_of(entries), config_blob=config_blob,
         )
-        # a cold start saves the cache only if it parsed a file the cache did not have
-        self._cache.unsaved += len(changes) if base is not None else \
-            (SAVE_EVERY if misses else 0)
-        if self._cache.unsaved >= SAVE_EVERY:
-            self._cache.save(state)
+        if base is None:  # a cold start: saves the cache if it lacks enough of the files
+            self._cache.unsaved = misses
+            if self._cache.stale(state):
+                self._cache.save(state)
+        else:
+            self._cache.unsaved += len(changes)
+            if self._cache.unsaved >= SAVE_EVERY:
+                self._cache.save(state)
         return state
 
     def _load_cache(self) -> None:
@@ -328,9 +333,10 @@ class Store:
             self.recall.compact(set(state.entries))
 
     def close(self) -> None:
-        """Save the view cache if it is behind and release git handles."""
+        """Save the view cache if it lacks enough files (:meth:`ViewCache.stale`) and release
+        git handles."""
         st = self._state
-        if st is not None and self._cache.behind(st):
+        if st is not None and self._cache.stale(st):
             self._cache.save(st)
         self.git.close()
 
