@@ -1,4 +1,5 @@
-"""How long `filemem query`, `filemem list` and `filemem snapshot` take from a fresh shell.
+"""How long `filemem query`, `filemem list` and `filemem snapshot` take from a fresh shell
+(and, for comparison, a cold `filemem add --yes`).
 
 Each sample starts a new process, as a person typing the command does: the `filemem`
 script beside this Python (or ``python -m filemem`` when there is none), without
@@ -6,7 +7,9 @@ script beside this Python (or ``python -m filemem`` when there is none), without
 entries (default 1,000) whose view cache is fresh. Beside each command's
 median are, measured in the same run and interleaved with it: ``python -c pass`` (the
 interpreter's own start) and ``python -c "import filemem"`` (the package's import), and the
-target, 150 ms. Wall time is what a person waits; CPU time (user + system of the child) is
+target, 150 ms. ``filemem add --yes`` (no target of its own) writes to a second store of as
+many entries, named by ``$FILEMEM_STORE``, so the reads' store stays as it was; each of its
+runs adds one entry. Wall time is what a person waits; CPU time (user + system of the child) is
 printed too, as it varies less when other processes share the machine.
 
 Python's bytecode cache is used as an installed package uses it (PYTHONDONTWRITEBYTECODE is
@@ -88,23 +91,42 @@ def main() -> None:
         found = subprocess.run([*fm, "path"], env=env, capture_output=True, text=True,
                                check=True).stdout.strip()
         make_store(found, args.entries)
+        writes = os.path.join(root, "writes")  # the add's own store: the reads' stays fresh
+        make_store(writes, args.entries)
+        add_env = {**env, "FILEMEM_STORE": writes}
         cases = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import filemem"': [sys.executable, "-c", "import filemem"],
             "filemem query fact": [*fm, "query", "fact"],
             "filemem list": [*fm, "list"],
             "filemem snapshot": [*fm, "snapshot"],
+            "filemem add --yes": [*fm, "add", "--yes", "--track", "user", "--scope",
+                                  "user-global", "a fact written cold"],
         }
-        for cmd in cases.values():  # untimed: bytecode cache, OS file cache, view cache
-            run_once(cmd, env)
+        envs = {name: add_env if name.startswith("filemem add") else env for name in cases}
+        added = 0
+
+        def command(name: str) -> list[str]:
+            nonlocal added
+            cmd = cases[name]
+            if name.startswith("filemem add"):  # a new text each time
+                added += 1
+                cmd = [*cmd[:-1], f"{cmd[-1]} {added}"]
+            return cmd
+
+        def run(name: str) -> tuple[float, float]:
+            return run_once(command(name), envs[name])
+
+        for name in cases:  # untimed: bytecode cache, OS file cache, view cache
+            run(name)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         for _ in range(args.runs):
-            for name, cmd in cases.items():
-                samples[name].append(run_once(cmd, env))
+            for name in cases:
+                samples[name].append(run(name))
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
               f"{load:.1f} at the end; {args.entries} entries; median of {args.runs} runs")
-        counts = {name: instructions(cmd, env) for name, cmd in cases.items()} \
+        counts = {name: instructions(command(name), envs[name]) for name in cases} \
             if args.instructions else {}
         if args.instructions and None in counts.values():
             print("# --instructions: valgrind is not on PATH; no counts")
@@ -114,7 +136,9 @@ def main() -> None:
             wall = statistics.median(w for w, _ in got)
             cpu = statistics.median(c for _, c in got)
             verdict = ""
-            if name.startswith("filemem"):
+            if name.startswith("filemem add"):
+                verdict = "no target: for comparison"
+            elif name.startswith("filemem"):
                 verdict = (f"target {TARGET_MS:.0f} ms: "
                            f"{'met' if wall <= TARGET_MS else 'MISSED'}")
             count = counts.get(name)

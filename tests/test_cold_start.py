@@ -178,9 +178,9 @@ def _bench(name: str, *args: str) -> str:
 def test_the_cold_cli_benchmark_prints_each_command_beside_its_peers() -> None:
     out = _bench("cold_cli.py", "--runs", "1", "--entries", "20")
     for row in ("python -c pass", 'python -c "import filemem"', "filemem query fact",
-                "filemem list", "filemem snapshot"):
+                "filemem list", "filemem snapshot", "filemem add --yes"):
         assert row in out
-    assert out.count("target 150 ms: ") == 3
+    assert out.count("target 150 ms: ") == 3 and "no target: for comparison" in out
 
 
 def test_the_mcp_startup_benchmark_prints_both_servers_and_the_targets() -> None:
