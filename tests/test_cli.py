@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 import filemem
 from filemem.rules import snapshot as snapshot_rules
-from tests.conftest import assert_clean_repo, git, run_at_terminal, run_cli
+from tests.conftest import BIG, assert_clean_repo, ctx, git, run_at_terminal, run_cli
 
 ENTRY_FIELDS = {"id", "track", "scope", "workspaceKey", "agentKey", "text", "source", "tags",
                 "version", "createdAt", "updatedAt", "lastRecalled", "recallCount",
@@ -365,3 +366,30 @@ def test_prompt_default_is_no(answer: bytes, store: Path) -> None:
     assert row["action"] == "add-denied" and row["outcome"].startswith("rejected")
     assert row["text"] == "Never stored"
     assert_clean_repo(store)
+
+
+def test_list_and_query_show_each_layer_in_columns(tmp_path: Path) -> None:
+    """One line an entry: the id's start, the layer, the workspace (the home folder as ~,
+    a user-global entry as all workspaces), the agent layer, the text on one line."""
+    home = tmp_path / "home"
+    store = tmp_path / "store"
+    with filemem.open_store(store, create=True, budgets=BIG, write_policy="auto") as p:
+        p.add({"track": "user", "scope": "user-global", "text": "Prefers tabs"}, ctx())
+        for where in ("proj", "other"):
+            p.add({"track": "agent", "scope": "workspace", "text": f"Builds {where}\nwith make"},
+                  ctx(cwd=str(home / where)))
+        p.add({"track": "agent", "scope": "workspace", "text": "Outside home"},
+              filemem.write_context(cwd="/srv/app", agent="coder"))
+    env = {"HOME": str(home)}
+    lines = run_cli("list", store=store, env=env).stdout.splitlines()
+    assert len(lines) == 4
+    cells = [re.split(" {2,}", line) for line in lines]
+    assert [c[1:] for c in cells] == [
+        ["user/user-global", "all workspaces", "shared", "Prefers tabs"],
+        ["agent/workspace", "~/proj", "shared", "Builds proj \u21b5 with make"],
+        ["agent/workspace", "~/other", "shared", "Builds other \u21b5 with make"],
+        ["agent/workspace", "/srv/app", "agent coder", "Outside home"],
+    ]
+    assert len({len(line.split("  ")[0]) for line in lines}) == 1  # the ids' 8 characters
+    found = run_cli("query", "Builds", store=store, env=env).stdout.splitlines()
+    assert sorted(re.split(" {2,}", line) for line in found) == sorted(cells[1:3])

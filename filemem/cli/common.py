@@ -120,9 +120,10 @@ def one_line(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
-def workspace_shown(key: str) -> str:
-    """A workspace key for a person: the home folder as ``~``."""
-    home = os.path.expanduser("~")
+def workspace_shown(key: str, home: str | None = None) -> str:
+    """A workspace key for a person: the home folder (``home``, else looked up) as ``~``."""
+    if home is None:
+        home = os.path.expanduser("~")
     if home not in ("", "/", "~") and (key == home or key.startswith(home + os.sep)):
         key = "~" + key[len(home):]
     return visible(key)
@@ -132,9 +133,15 @@ def entry_lines(entries: list[dict[str, Any]]) -> list[str]:
     """One line per entry: id, track/scope, workspace, agent layer, text and tags, in
     columns (``filemem list`` and ``query``)."""
     rows = []
+    home = os.path.expanduser("~")
+    shown: dict[str, str] = {}  # a workspace key as shown: most entries share a few
     for e in entries:
-        ws = workspace_shown(e["workspaceKey"] or "(none)") if e["scope"] == "workspace" \
-            else "all workspaces"
+        ws = "all workspaces"
+        if e["scope"] == "workspace":
+            key = e["workspaceKey"] or "(none)"
+            if key not in shown:
+                shown[key] = workspace_shown(key, home)
+            ws = shown[key]
         agent = f"agent {visible(e['agentKey'])}" if e["agentKey"] else "shared"
         tags = f" [{visible(', '.join(e['tags']))}]" if e["tags"] else ""
         rows.append((e["id"][:8], f"{e['track']}/{e['scope']}", ws, agent,

@@ -189,8 +189,7 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
     if not result["entries"]:
         click.echo("No entry matched.")
         return
-    for line in entry_lines(result["entries"]):
-        click.echo(line)
+    click.echo("\n".join(entry_lines(result["entries"])))  # one write, not one a line
     if result["truncated"]:
         click.echo(f"({len(result['entries'])} of {result['total']}; use --limit for more)")
 
@@ -212,8 +211,8 @@ def list_(track: str | None, scope: str | None, store_path: str | None, as_json:
         return
     if not entries:
         click.echo("Memory is empty.")
-    for line in entry_lines(entries):
-        click.echo(line)
+    else:
+        click.echo("\n".join(entry_lines(entries)))
 
 
 @main.command()
