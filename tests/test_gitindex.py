@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import struct
@@ -234,6 +235,49 @@ def test_intent_to_add_keeps_index_version_3(repo: Path) -> None:
     assert index_version(repo) == 3
     assert (ls_git(repo), git(repo, "status", "--porcelain")) == before
     assert " A later.txt" in before[1]
+
+
+def _read_both_ways(repo: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """The index as read (entries taken in file order where they can be), and as the general
+    reader reads it, entry by entry."""
+    def parts(index: GitIndex) -> object:
+        return (index.entries, index._keys, index._values, index._extended, index._staged)
+
+    quick = parts(GitIndex.load(git_dir(repo)))
+    with monkeypatch.context() as mp:
+        mp.setattr(GitIndex, "_take_in_order", lambda self, data, count: 12)
+        general = parts(GitIndex.load(git_dir(repo)))
+    return quick, general
+
+
+@pytest.mark.parametrize("form", ["plain", "conflict", "intent-to-add", "long name",
+                                  "cache tree", "out of order", "padding not NUL"])
+def test_an_index_read_in_file_order_is_what_the_general_reader_reads(
+        repo: Path, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if form == "conflict":
+        _conflict(repo)
+    elif form == "intent-to-add":
+        (repo / "later.txt").write_text("later\n")
+        git(repo, "add", "-N", "later.txt")
+    elif form == "long name":
+        sha = hash_blob(b"a\n")
+        git(repo, "update-index", "--add", "--cacheinfo", f"100644,{sha},{'d' * 5000}")
+    elif form == "cache tree":
+        git(repo, "write-tree")
+    elif form in ("out of order", "padding not NUL"):  # as another tool might write it
+        path = repo / ".git" / "index"
+        data = bytearray(path.read_bytes()[:-20])
+        first = 12 + ((62 + len(b"a.txt") + 8) & ~7)  # a.txt's entry is the first
+        if form == "padding not NUL":
+            data[12 + 62 + len(b"a.txt") + 1] = 0x41
+        else:  # the first two entries swapped
+            second = first + ((62 + len(b"dir/c d.txt") + 8) & ~7)
+            data[12:second] = data[first:second] + data[12:first]
+        path.write_bytes(bytes(data) + hashlib.sha1(bytes(data)).digest())
+    quick, general = _read_both_ways(repo, monkeypatch)
+    assert quick == general
+    if form not in ("out of order", "padding not NUL"):  # git shows its own as it stores it
+        assert ls_files(GitIndex.load(git_dir(repo))) == ls_git(repo)
 
 
 def test_missing_short_corrupt_and_unsupported_indexes(repo: Path) -> None:

@@ -25,6 +25,7 @@ from filemem.files import atomic
 _HEADER = struct.Struct(">4sLL")
 _STAT = struct.Struct(">LLLLLLLLLL")
 _FIXED = struct.Struct(">LLLLLLLLLL20sH")  # the stat, the blob's sha, the flags
+_FLAGS = struct.Struct(">H")
 _EXTENDED = 0x4000
 _NAME_MASK = 0xFFF
 _SYMLINK_MODE = 0o120000
@@ -139,9 +140,9 @@ class GitIndex:
         # feature.manyFiles turns on); git's own readers accept it
         if data[-20:] != _NO_HASH and hashlib.sha1(data[:-20]).digest() != data[-20:]:
             raise IndexUnsupported("index checksum mismatch")
-        pos = 12
+        pos = 12 if version == 4 else index._take_in_order(data, count)
         previous = b""
-        for _ in range(count):
+        for _ in range(count if pos == 12 else 0):
             flags = struct.unpack_from(">H", data, pos + 60)[0]
             name_start = pos + 62 + (2 if flags & _EXTENDED else 0)
             fixed = data[pos:name_start]
@@ -167,6 +168,42 @@ class GitIndex:
                 raise IndexUnsupported(f"index extension {sig!r}")
             pos += 8 + size
         return index
+
+    def _take_in_order(self, data: bytes, count: int) -> int:
+        """Versions 2 and 3 as git writes them (sorted, padded with NULs): each entry's
+        bytes are taken as they are stored, in file order, without a sorted insertion
+        each; the position after them. 12 (nothing taken) for anything else, which the
+        general reader then reads (and reports)."""
+        keys: list[tuple[bytes, int]] = []
+        values: list[bytes] = []
+        flags_at = _FLAGS.unpack_from
+        pos, end_of_entries, extended, staged = 12, len(data) - 20, 0, 0
+        try:
+            for _ in range(count):
+                flags = flags_at(data, pos + 60)[0]
+                name_start = pos + 62
+                if flags & _EXTENDED:
+                    name_start += 2
+                    extended += 1
+                name_len = flags & _NAME_MASK
+                if name_len == _NAME_MASK:
+                    name_len = data.index(b"\0", name_start) - name_start
+                end = name_start + name_len
+                after = pos + ((end - pos + 8) & ~7)
+                key = (data[name_start:end], (flags >> 12) & 3)
+                if after > end_of_entries or data.count(b"\0", end, after) != after - end \
+                        or (keys and key <= keys[-1]):
+                    return 12
+                staged += key[1] != 0
+                keys.append(key)
+                values.append(data[pos:after])
+                pos = after
+        except (struct.error, ValueError):
+            return 12
+        self._keys, self._values = keys, values
+        self.entries = dict(zip(keys, values, strict=True))
+        self._extended, self._staged = extended, staged
+        return pos
 
     def sha(self, path: str) -> str | None:
         raw = self.entries.get((path.encode("utf-8", "surrogateescape"), 0))
