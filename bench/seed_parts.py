@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import versus_reference as vr
 from write_parts import spent, timing
 
-from filemem.files import codec, gitrepo, wal
+from filemem.files import codec, gitrepo, retire, wal
 from filemem.ops import OPERATIONS
 from filemem.rules import findings
 from filemem.store import core, transaction
@@ -115,6 +115,7 @@ def main() -> None:
         known = [len(codec.encode(e)) for e in p.store.state().entries.values()]
         sizes = [known[i % len(known)] for i in range(len(work["seeds"][0]["inputs"]))]
         for batch in work["seeds"]:
+            retire.drain()  # the last seed's replaced ref and index freed before the floor
             samples["floor"].append(file_floor(tmp, sizes))
             spent.clear()
             t = time.perf_counter()

@@ -53,6 +53,7 @@ import filemem
 from bench import BIG, file_system, spread
 from bench import ctx as write_ctx
 from bench import entry as new_entry
+from filemem.files import retire
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "reference_workload.mjs"
@@ -99,11 +100,35 @@ def workload(entries: int, n: int, seeds: int) -> dict[str, Any]:
 
 FLOOR: list[float] = []  # every floor sample of the run
 FLOOR_DIR: list[str] = []
+# waited for before each floor sample: the old ref and index a write replaced are freed on
+# a thread after it returns (filemem/files/retire.py), which must not run inside the sample
+SETTLE: list[Callable[[], None]] = [retire.drain]
+
+
+def settled(pid: int) -> Callable[[], None]:
+    """Wait (up to a second) until process ``pid`` holds no deleted file open any more:
+    the bridge's writes have let their replaced files go."""
+    fds = f"/proc/{pid}/fd"
+
+    def wait() -> None:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                links = [os.readlink(os.path.join(fds, n)) for n in os.listdir(fds)]
+            except OSError:
+                return  # no /proc (or the process is gone): nothing to wait for
+            if not any(link.endswith(" (deleted)") for link in links):
+                return
+            time.sleep(0.0002)
+
+    return wait
 
 
 def floor_sample() -> None:
     """One small file made durable: written, fsynced, renamed over, its folder fsynced
     (in the folder holding the stores); appended to FLOOR."""
+    for wait in SETTLE:
+        wait()
     folder = FLOOR_DIR[0]
     tmp, final = os.path.join(folder, "floor.tmp"), os.path.join(folder, "floor")
     t = time.perf_counter()
@@ -214,6 +239,7 @@ class BridgeClient:
 
 def run_bridge(root: str, work: dict[str, Any]) -> dict[str, list[float]]:
     b = BridgeClient(root)
+    SETTLE.append(settled(b.proc.pid))
     try:
         s: dict[str, list[float]] = {}
         b.call("query", {"filter": {"text": "warm"}})
@@ -229,6 +255,7 @@ def run_bridge(root: str, work: dict[str, Any]) -> dict[str, list[float]]:
                                lambda n: b.call("auditList", {"limit": n}))
         return s
     finally:
+        SETTLE.pop()
         b.close()
 
 

@@ -59,7 +59,7 @@ def leftovers(store: Path) -> list[str]:
     for root, _dirs, files in os.walk(store):
         for name in files:
             if root.endswith(".filemem") and name in ("lock", "ledger.lock"):
-                continue  # lock files that live there for good (portalocker's, the ledger's)
+                continue  # lock files that live there for good (the store lock, the ledger's)
             if name.startswith(("tmp_", ".tmp")) or name.endswith((".tmp", ".lock")) \
                     or ".filemem-tmp" in name:
                 found.append(os.path.relpath(os.path.join(root, name), store))

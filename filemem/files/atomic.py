@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Final
 
+from filemem.files import retire
+
 TMP_SUFFIX: Final = ".tmp"
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _counter = itertools.count()
@@ -289,7 +291,7 @@ class LockFile:
             if self.durable and self._fd is not None:
                 os.fsync(self._fd)
             self._close()
-            os.replace(self.lock_path, self.path)
+            retire.replace(self.lock_path, self.path)  # the old file freed after the write
         except BaseException:
             self.abort()
             raise

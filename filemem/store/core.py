@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, flock, gitstate, wal, worktree
+from filemem.files import atomic, codec, flock, gitstate, retire, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -413,7 +413,8 @@ class Store:
         (validated unless ``validate=False``, for the owner repairing a bad file)."""
         from filemem.store.transaction import Transaction  # the write side: not for a read
 
-        with self.locked(), private_files(), self.disk_full_is_reported():
+        # the files the write replaces are freed once the lock is let go (files/retire.py)
+        with retire.deferred(), self.locked(), private_files(), self.disk_full_is_reported():
             if recovery.unfinished(self):
                 self._recover()
             self.packs.before_write(self.git)  # a killed write's half-made pack
