@@ -2,16 +2,23 @@
 
 The workload is the reference's: 200 adds, 200 queries, 200 replaces, 200 removes, seeds of
 1,000 entries, auditList(100), on a store that already holds ``--entries`` entries (default
-1,000). It runs three ways, one after the other, from the same workload file:
+1,000). It runs three ways from the same workload file:
 
 - the reference (dsh-memento 0.4.4: node:sqlite under its protocol core) in-process, through
   bench/reference_workload.mjs on Node;
 - filemem in-process (the Python API, ``write_policy="auto"``), on a store that first gets
   ``--commits`` commits of history (default 10,000);
-- filemem through ``filemem bridge`` (JSON-RPC over stdio; a copy of the same store), which
-  adds one round trip per call: the round trip itself is measured with ``describe``, both
-  back to back (as the reads are called) and with a floor sample after each call (as the
-  writes are: a bridge that waited idle for the next call answers it later, ~0.3 ms here).
+- filemem through ``filemem bridge`` (JSON-RPC over stdio), on a copy of that store beside
+  it, which adds one round trip per call: the round trip itself is measured with
+  ``describe``, both back to back (as the reads are called) and with a floor sample after
+  each call (as the writes are: a bridge that waited idle for the next call answers it
+  later, ~0.1 ms here).
+
+The last two run call by call, each call in process and then through the bridge, so both
+meet the disk in the same state and their stores sit in one block group (a store in another
+group was up to 1.5x slower to write and 3x slower to seed than its copy beside it). The
+seeds and auditList run the same way on two more copies, in a group of their own: not where
+the removes just freed inodes, which a new file on ext4 without a journal skips one by one.
 
 The fsync floor is what the disk needs to make one small write durable: a file of 200 bytes
 written, fsynced, renamed over and its folder fsynced, in the folder that holds the stores.
@@ -192,18 +199,42 @@ def build_filemem(root: str, work: dict[str, Any], commits: int,
     return p
 
 
-def run_filemem(p: filemem.Provider, work: dict[str, Any]) -> dict[str, list[float]]:
-    s: dict[str, list[float]] = {}
+def alternately(items: list[Any], mine: Callable[[Any], Any], theirs: Callable[[Any], Any],
+                floor: bool = False) -> tuple[list[float], list[float]]:
+    """Each item through ``mine`` then ``theirs`` (each call's ms; ``floor``: a floor sample
+    after each call): the two see the disk in the same state, second by second."""
+    a: list[float] = []
+    b: list[float] = []
+    for item in items:
+        for fn, out in ((mine, a), (theirs, b)):
+            t = time.perf_counter()
+            fn(item)
+            out.append((time.perf_counter() - t) * 1000)
+            if floor:
+                floor_sample()
+    return a, b
+
+
+def run_filemem(p: filemem.Provider, b: BridgeClient,
+                work: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """The workload up to its seeds in process (``p``) and through the bridge (``b``, on
+    a copy of the store beside it), one call each in turn."""
+    fm: dict[str, list[float]] = {}
+    br: dict[str, list[float]] = {}
     p.query({"text": "warm"})
-    s["add"] = timed(work["adds"], lambda w: p.add(w["input"], w["write"]), True)
-    s["query"] = timed(work["queries"], lambda q: p.query(q["filter"]))
-    s["replace"] = timed(work["replaces"],
-                       lambda w: p.replace(w["input"], w["write"]), True)
-    s["remove"] = timed(work["removes"], lambda w: p.remove(w["input"], w["write"]),
-                      True)
-    s["seed"] = timed(work["seeds"], lambda b: p.seed(b["inputs"], b["write"]))
-    s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"], p.audit_list)
-    return s
+    b.call("query", {"filter": {"text": "warm"}})
+    br["round trip"] = timed(list(range(work["auditRuns"])), lambda _: b.call("describe"))
+    br["spaced round trip"] = timed(list(range(work["auditRuns"])),
+                                    lambda _: b.call("describe"), True)
+    for op, key in (("add", "adds"), ("replace", "replaces"), ("remove", "removes")):
+        write = getattr(p, op)
+        fm[op], br[op] = alternately(work[key], lambda w, f=write: f(w["input"], w["write"]),
+                                     lambda w, m=op: b.call(m, w), True)
+        if op == "add":
+            fm["query"], br["query"] = alternately(
+                work["queries"], lambda q: p.query(q["filter"]),
+                lambda q: b.call("query", q))
+    return fm, br
 
 
 class BridgeClient:
@@ -235,28 +266,6 @@ class BridgeClient:
     def close(self) -> None:
         self.stdin.close()
         self.proc.wait(timeout=60)
-
-
-def run_bridge(root: str, work: dict[str, Any]) -> dict[str, list[float]]:
-    b = BridgeClient(root)
-    SETTLE.append(settled(b.proc.pid))
-    try:
-        s: dict[str, list[float]] = {}
-        b.call("query", {"filter": {"text": "warm"}})
-        s["round trip"] = timed(list(range(work["auditRuns"])), lambda _: b.call("describe"))
-        s["spaced round trip"] = timed(list(range(work["auditRuns"])),
-                                       lambda _: b.call("describe"), True)
-        s["add"] = timed(work["adds"], lambda w: b.call("add", w), True)
-        s["query"] = timed(work["queries"], lambda q: b.call("query", q))
-        s["replace"] = timed(work["replaces"], lambda w: b.call("replace", w), True)
-        s["remove"] = timed(work["removes"], lambda w: b.call("remove", w), True)
-        s["seed"] = timed(work["seeds"], lambda x: b.call("seed", x))
-        s["auditList"] = timed([work["auditLimit"]] * work["auditRuns"],
-                               lambda n: b.call("auditList", {"limit": n}))
-        return s
-    finally:
-        SETTLE.pop()
-        b.close()
 
 
 def find_node() -> str:
@@ -334,7 +343,7 @@ def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
     return {"floor": fl, "round_trip": rt, "round_trip_spaced": rt_writes, "rows": rows}
 
 
-GROUPS = ", each store in a block group of its own"
+GROUP = ", both stores in a block group of their own"
 
 
 def main() -> None:
@@ -363,39 +372,70 @@ def main() -> None:
             print(msg, file=sys.stderr)
 
     tmp = tempfile.mkdtemp(prefix="filemem-vs-ref-", dir=args.dir)
-    # the in-process store and the bridge's copy each in a block group of their own: the
-    # bridge's run is not slowed by the inodes the in-process run freed
-    own_groups = spread(tmp)
+    # the stores' folder in a block group of its own (not among the inodes an earlier run
+    # freed), and both stores in it, side by side: their runs are interleaved call by call,
+    # so they meet the same disk in the same group (a store in another group was up to
+    # 1.5x slower to write and 3x slower to seed than its copy beside it, 2026-12-04)
+    own_group = spread(tmp)
+    stores = os.path.join(tmp, "stores")
+    os.mkdir(stores)
     try:
         work = workload(args.entries, args.n, args.seeds)
         workfile = os.path.join(tmp, "workload.json")
         with open(workfile, "w", encoding="utf-8") as f:
             json.dump(work, f)
-        fsync_floor(tmp, args.n)
+        fsync_floor(stores, args.n)
         say("reference (node:sqlite) ...")
         node, ref = run_reference(args.reference, workfile, tmp)
         say(f"filemem store: {args.entries} entries, {args.commits} commits ...")
-        root = os.path.join(tmp, "store")
+        root = os.path.join(stores, "store")
         p = build_filemem(root, work, args.commits, not args.quiet)
         p.close()
-        shutil.copytree(root, os.path.join(tmp, "bridge-store"), symlinks=True)
+        shutil.copytree(root, os.path.join(stores, "bridge-store"), symlinks=True)
         # the set-up wrote ~100 MB unsynced: let the kernel write it back before anything is
         # timed, or the first runs' file creations wait behind that writeback
         os.sync()
-        fsync_floor(tmp, args.n)
-        say("filemem in-process ...")
-        with filemem.open_store(root, write_policy="auto", budgets=BIG) as p:
-            fm = run_filemem(p, work)
-        fsync_floor(tmp, args.n)
-        say("filemem bridge ...")
-        br = run_bridge(os.path.join(tmp, "bridge-store"), work)
-        fsync_floor(tmp, args.n)
-        clean = subprocess.run(["git", "-C", root, "status", "--porcelain"],
-                               capture_output=True, text=True, check=True).stdout
+        fsync_floor(stores, args.n)
+        say("filemem in process and through the bridge, call by call ...")
+        b = BridgeClient(os.path.join(stores, "bridge-store"))
+        SETTLE.append(settled(b.proc.pid))
+        try:
+            with filemem.open_store(root, write_policy="auto", budgets=BIG) as p:
+                fm, br = run_filemem(p, b, work)
+        finally:
+            SETTLE.pop()
+            b.close()
+        # the seeds (then auditList) on two more copies, in a group of their own: not among
+        # the inodes the removes and replaces just freed, which a new file skips one by one
+        seeding = os.path.join(tmp, "seeds")
+        os.mkdir(seeding)
+        for name in ("store", "bridge-store"):
+            shutil.copytree(os.path.join(stores, "bridge-store"), os.path.join(seeding, name),
+                            symlinks=True)
+        os.sync()
+        b = BridgeClient(os.path.join(seeding, "bridge-store"))
+        try:
+            with filemem.open_store(os.path.join(seeding, "store"), write_policy="auto",
+                                    budgets=BIG) as p:
+                fm["seed"], br["seed"] = alternately(
+                    work["seeds"], lambda x: p.seed(x["inputs"], x["write"]),
+                    lambda x: b.call("seed", x))
+                # as the reference's workload: the newest rows are then the last seed's
+                fm["auditList"], br["auditList"] = alternately(
+                    [work["auditLimit"]] * work["auditRuns"], p.audit_list,
+                    lambda n: b.call("auditList", {"limit": n}))
+        finally:
+            b.close()
+        fsync_floor(stores, args.n)
+        clean = "".join(subprocess.run(["git", "-C", where, "status", "--porcelain"],
+                                       capture_output=True, text=True, check=True).stdout
+                        for where in (root, os.path.join(stores, "bridge-store"),
+                                      os.path.join(seeding, "store"),
+                                      os.path.join(seeding, "bridge-store")))
         print(f"# {args.entries} entries, filemem with {args.commits} commits of history; "
               f"{args.n} runs of each operation, {args.seeds} seed(s); Node {node}, "
               f"Python {sys.version.split()[0]}, stores in {args.dir or tempfile.gettempdir()}"
-              f" ({file_system(tmp)}{GROUPS if own_groups else ''}); git status after the run: "
+              f" ({file_system(tmp)}{GROUP if own_group else ''}); git status after the run: "
               f"{'clean' if not clean else 'DIRTY'}")
         figures = report(ref, fm, br, FLOOR)
         if args.json:
