@@ -1,6 +1,6 @@
 """The one lock-file primitive (filemem.files.flock): another process's lock is waited for
-and then reported as Busy, with nothing left open; a released lock is taken; a link is
-never locked through."""
+and then reported as Busy, with nothing left open; a released lock is taken; a counter
+opened read-write keeps its bytes; a link is never locked through."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from filemem.files import atomic, flock
 
-FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+FLAGS = flock.LOCK_FILE
 
 # another process takes the lock as filemem (and portalocker on POSIX) does, says so, and
 # keeps it until its stdin closes
@@ -47,29 +47,23 @@ def test_a_lock_another_process_holds_is_busy_then_taken_once_released(tmp_path:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=30)
-    with flock.held(path, FLAGS, 5.0, 0.01) as f:
-        assert not f.closed
-        # while it is held here, a second open file (another caller) cannot take it
-        with pytest.raises(flock.Busy):
-            flock.acquire(path, FLAGS, 0.0, 0.01)
+    f = flock.acquire(path, FLAGS, 5.0, 0.01)
+    assert not f.closed
+    # while it is held here, a second open file (another caller) cannot take it
+    with pytest.raises(flock.Busy):
+        flock.acquire(path, FLAGS, 0.0, 0.01)
+    flock.release(f)
     assert f.closed
-    again = flock.acquire(path, FLAGS, 0.0, 0.01)  # released by the block's end
-    flock.release(again)
-
-
-def test_the_lock_is_let_go_when_the_block_raises(tmp_path: Path) -> None:
-    path = str(tmp_path / "lock")
-    with pytest.raises(RuntimeError), flock.held(path, FLAGS, 0.0, 0.01):
-        raise RuntimeError("the work failed")
-    flock.release(flock.acquire(path, FLAGS, 0.0, 0.01))
+    flock.release(flock.acquire(path, FLAGS, 0.0, 0.01))  # released: taken again
 
 
 def test_a_counter_file_opened_read_write_keeps_its_bytes(tmp_path: Path) -> None:
     path = tmp_path / "counter"
     path.write_bytes(b"00000000000000000042\n")
-    with flock.held(str(path), os.O_RDWR | os.O_CREAT, 0.0, 0.01) as f:
-        assert os.pread(f.fileno(), 21, 0) == b"00000000000000000042\n"
-        os.pwrite(f.fileno(), b"00000000000000000043\n", 0)
+    f = flock.acquire(str(path), os.O_RDWR | os.O_CREAT, 0.0, 0.01)
+    assert os.pread(f.fileno(), 21, 0) == b"00000000000000000042\n"
+    os.pwrite(f.fileno(), b"00000000000000000043\n", 0)
+    flock.release(f)
     assert path.read_bytes() == b"00000000000000000043\n"
 
 

@@ -10,16 +10,20 @@ cold ``filemem snapshot`` spends on its own work (its version lookup loads
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Any
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
+
+
+# a lock file that lives for good, written to by no one: created if need be, opened to
+# append (os.open makes it non-inheritable already; O_CLOEXEC is not there on Windows)
+LOCK_FILE = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
 class Busy(Exception):
@@ -76,14 +80,3 @@ def release(f: IO[bytes]) -> None:
         unlock(f)
     finally:
         f.close()
-
-
-@contextlib.contextmanager
-def held(path: str, flags: int, timeout: float, interval: float,
-         opener: Callable[[str, int], int] = os.open) -> Iterator[IO[bytes]]:
-    """:func:`acquire` for the length of a ``with`` block."""
-    f = acquire(path, flags, timeout, interval, opener)
-    try:
-        yield f
-    finally:
-        release(f)

@@ -233,8 +233,7 @@ def _sync_lock(store: Store) -> Iterator[None]:
     """One sync of a store at a time; agents' writes are not blocked by it."""
     try:
         with private_files(), store.refusing_links():  # never a lock through a link
-            lock = flock.acquire(os.path.join(store.meta, "sync.lock"),
-                                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+            lock = flock.acquire(os.path.join(store.meta, "sync.lock"), flock.LOCK_FILE,
                                  SYNC_LOCK_TIMEOUT, 0.05, atomic.open_nofollow)
     except flock.Busy:
         raise SyncError("SYNC_BUSY", f"another `filemem sync` of {store.root} has been "

@@ -145,8 +145,8 @@ class Store:
                     with private_files(), self.refusing_links():  # the owner's only
                         lock = flock.acquire(
                             os.path.join(self.meta, "lock"),
-                            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, wait,
-                            0.002, atomic.open_nofollow)  # never a lock through a link
+                            flock.LOCK_FILE, wait, 0.002,
+                            atomic.open_nofollow)  # never a lock through a link
                 except flock.Busy:
                     raise errors.StoreBusy(
                         f"the store is busy: its lock {self.meta}/lock has been held by another "
