@@ -140,9 +140,10 @@ class GitIndex:
         # feature.manyFiles turns on); git's own readers accept it
         if data[-20:] != _NO_HASH and hashlib.sha1(data[:-20]).digest() != data[-20:]:
             raise IndexUnsupported("index checksum mismatch")
-        pos = 12 if version == 4 else index._take_in_order(data, count)
+        taken = None if version == 4 else index._take_in_order(data, count)
+        pos = 12 if taken is None else taken
         previous = b""
-        for _ in range(count if pos == 12 else 0):
+        for _ in range(count if taken is None else 0):
             flags = struct.unpack_from(">H", data, pos + 60)[0]
             name_start = pos + 62 + (2 if flags & _EXTENDED else 0)
             fixed = data[pos:name_start]
@@ -169,10 +170,10 @@ class GitIndex:
             pos += 8 + size
         return index
 
-    def _take_in_order(self, data: bytes, count: int) -> int:
+    def _take_in_order(self, data: bytes, count: int) -> int | None:
         """Versions 2 and 3 as git writes them (sorted, padded with NULs): each entry's
         bytes are taken as they are stored, in file order, without a sorted insertion
-        each; the position after them. 12 (nothing taken) for anything else, which the
+        each; the position after them. None (nothing taken) for anything else, which the
         general reader then reads (and reports)."""
         keys: list[tuple[bytes, int]] = []
         values: list[bytes] = []
@@ -193,13 +194,13 @@ class GitIndex:
                 key = (data[name_start:end], (flags >> 12) & 3)
                 if after > end_of_entries or data.count(b"\0", end, after) != after - end \
                         or (keys and key <= keys[-1]):
-                    return 12
+                    return None
                 staged += key[1] != 0
                 keys.append(key)
                 values.append(data[pos:after])
                 pos = after
         except (struct.error, ValueError):
-            return 12
+            return None
         self._keys, self._values = keys, values
         self.entries = dict(zip(keys, values, strict=True))
         self._extended, self._staged = extended, staged
