@@ -67,6 +67,38 @@ def test_a_commit_message_is_the_same_whether_values_repeat_or_not() -> None:
         assert auditlog.parse_rows(message) == made
 
 
+def test_a_commit_message_writes_each_row_as_the_trailer_grammar_says() -> None:
+    # a row with an entry (one f-string) and rows without one, or with values that must be
+    # JSON strings (line by line): the same grammar either way
+    made = [auditlog.row("add", track="user", scope="user-global",
+                         entry_id="0f7c1b1e-4a5b-4c3d-9e8f-001122334455",
+                         text="Prefers replies in Chinese",
+                         outcome="allowed-once (via approval, writePolicy auto)",
+                         source="filemem", session_id="s1"),
+            auditlog.row("seed", text="user/user-global: a\u2028b", outcome="allowed",
+                         source=" padded", session_id=None),
+            auditlog.row("add", track="agent", scope="workspace", entry_id="bad id\x85",
+                         text="\u00e9", outcome="allowed", source="filemem")]
+    for i, r in enumerate(made):
+        r["seq"], r["ts"] = 1811550000000000 + i, 1764467353123
+    assert auditlog.commit_message("add user/user-global: Prefers", "", made) == (
+        "add user/user-global: Prefers\n\n"
+        "Audit-Seq: 1811550000000000\nAudit-Ts: 1764467353123\nAudit-Action: add\n"
+        "Audit-Track: user\nAudit-Scope: user-global\n"
+        "Audit-Entry: 0f7c1b1e-4a5b-4c3d-9e8f-001122334455\n"
+        "Audit-Outcome: allowed-once (via approval, writePolicy auto)\n"
+        "Audit-Source: filemem\nAudit-Session: s1\n"
+        'Audit-Text: "Prefers replies in Chinese"\n'
+        "Audit-Seq: 1811550000000001\nAudit-Ts: 1764467353123\nAudit-Action: seed\n"
+        'Audit-Outcome: allowed\nAudit-Source: " padded"\n'
+        'Audit-Text: "user/user-global: a\\u2028b"\n'
+        "Audit-Seq: 1811550000000002\nAudit-Ts: 1764467353123\nAudit-Action: add\n"
+        "Audit-Track: agent\nAudit-Scope: workspace\n"
+        'Audit-Entry: "bad id\\u0085"\nAudit-Outcome: allowed\nAudit-Source: filemem\n'
+        'Audit-Text: "\u00e9"\n')
+    assert auditlog.parse_rows(auditlog.commit_message("s", "", made)) == made
+
+
 @pytest.mark.parametrize("count", [3, 200])  # below and above gitindex._BULK
 def test_set_many_makes_the_index_set_one_by_one_makes_and_git_agrees(
         count: int, tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ COUNTER_TIMEOUT: Final = 10.0
 _COUNTER_WIDTH: Final = 20
 _KNOWN_LINES: Final = 10_240  # ledger lines kept parsed (one auditList of the most rows)
 _ROW_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_STR_JSON: Final = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds one a call
 _ENCODING: Final = threading.Lock()  # taken only to encode rows not yet encoded
 
 
@@ -84,7 +85,7 @@ def next_seq(ts: int, last: int) -> int:
 
 
 def _json_line(value: str) -> str:
-    out = json.dumps(value, ensure_ascii=False)
+    out = _STR_JSON(value)
     return out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
 
 
@@ -145,30 +146,38 @@ def one_line(text: str, limit: int = 72) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
-_UNIQUE: Final = frozenset({"seq", "entryId", "text"})  # a new value in (nearly) every row
+_HEAD: Final = frozenset({"ts", "action", "track", "scope"})  # between Audit-Seq and -Entry
+_TAIL: Final = frozenset({"outcome", "source", "sessionId"})  # between Audit-Entry and -Text
+
+
+def _group(r: AuditRow, keys: frozenset[str] | None = None) -> str:
+    """A row's trailer lines (those of ``keys`` only, if given), each ending in a newline."""
+    return "".join(f"{name}: {_encode_value(key, value)}\n" for key, name in _TRAILERS
+                   if (keys is None or key in keys) and (value := r.get(key)) is not None)
 
 
 def commit_message(subject: str, body: str, rows: list[AuditRow]) -> str:
-    trailers = []
-    # a seed's 1,000 rows share their action, layer, outcome, session...: each such
-    # trailer line is encoded once
-    same: dict[tuple[str, type, Any], str] = {}
+    # a seed's 1,000 rows differ only in seq, entryId and text: the lines between those
+    # are encoded once for each set of values, and a row is one f-string
+    middles: dict[tuple[Any, ...], tuple[str, str]] = {}
+    groups = []
     for r in rows:
-        for key, name in _TRAILERS:
-            value = r.get(key)
-            if value is None:
-                continue
-            if key in _UNIQUE:
-                trailers.append(f"{name}: {_encode_value(key, value)}")
-                continue
-            line = same.get((key, type(value), value))
-            if line is None:
-                line = same[key, type(value), value] = f"{name}: {_encode_value(key, value)}"
-            trailers.append(line)
+        seq, entry, text = r.get("seq"), r.get("entryId"), r.get("text")
+        if type(seq) is not int or type(entry) is not str or type(text) is not str \
+                or not _PLAIN_VALUE.match(entry):
+            groups.append(_group(r))
+            continue
+        key = (r.get("ts"), r.get("action"), r.get("track"), r.get("scope"),
+               r.get("outcome"), r.get("source"), r.get("sessionId"))
+        middle = middles.get(key)
+        if middle is None:
+            middle = middles[key] = (_group(r, _HEAD), _group(r, _TAIL))
+        groups.append(f"Audit-Seq: {seq}\n{middle[0]}Audit-Entry: {entry}\n{middle[1]}"
+                      f"Audit-Text: {_json_line(text)}\n")
     parts = [one_line(subject, 200)]
     if body:
         parts.append(body)
-    parts.append("\n".join(trailers))
+    parts.append("".join(groups).removesuffix("\n"))
     return "\n\n".join(parts) + "\n"
 
 
