@@ -102,6 +102,8 @@ def new_ids(count: int) -> list[str]:
 
 def check_unicode(value: str, what: str) -> str:
     """Refuse lone surrogates: they cannot be stored as UTF-8 (a file, a commit)."""
+    if value.isascii():  # known without a look at the characters (CPython marks such str)
+        return value
     m = _SURROGATE_RE.search(value)
     if m:
         raise errors.invalid_input(
@@ -180,7 +182,7 @@ def validate_optional_str(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise errors.invalid_input(f"entry {what} must be a string")
-    return check_unicode(value, f"entry {what}")
+    return value if value.isascii() else check_unicode(value, f"entry {what}")
 
 
 def workspace_key_of(cwd: Any, *, windows: bool = ON_WINDOWS) -> str:

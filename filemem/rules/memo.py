@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar, cast
 
 T = TypeVar("T")
+_MISSING: Final = object()
 
 
 class TextMemo(Generic[T]):
@@ -30,10 +31,9 @@ class TextMemo(Generic[T]):
         self._lock = threading.Lock()
 
     def __call__(self, text: str) -> T:
-        try:
-            return self._got[text]
-        except KeyError:
-            pass
+        got = self._got.get(text, _MISSING)  # not a KeyError: a seed's texts are all new
+        if got is not _MISSING:
+            return cast(T, got)
         value = self._fn(text)
         if len(text) > self._max or not self._keep(value):
             return value
