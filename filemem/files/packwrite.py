@@ -50,7 +50,7 @@ def chunk(kind: bytes, raw: bytes, stored: bool = False) -> bytes:
         size >>= 7
     header.append(byte)
     if stored or kind == b"tree":
-        return bytes(header) + _stored(raw)
+        return _stored(raw, header)
     return bytes(header) + zlib.compress(raw, 1)
 
 
@@ -59,24 +59,24 @@ _ONE_BLOCK: Final = struct.Struct("<2sBHH")  # the zlib header, then the block's
 _ADLER: Final = struct.Struct(">L")
 
 
-def _stored(raw: bytes) -> bytes:
-    """``raw`` as a zlib stream of stored (uncompressed) deflate blocks: what
-    ``zlib.compress(raw, 0)`` makes, without setting up a compressor each time (that costs
-    tens of µs per call where the allocator hands its ~256 KB back to the system)."""
+def _stored(raw: bytes, header: bytes | bytearray = b"") -> bytes:
+    """``header``, then ``raw`` as a zlib stream of stored (uncompressed) deflate blocks:
+    what ``zlib.compress(raw, 0)`` makes, without setting up a compressor each time (that
+    costs tens of µs per call where the allocator hands its ~256 KB back to the system).
+    Made in one piece: a seed's commit is ~0.7 MB, and each copy of it is a fresh buffer the
+    system maps page by page."""
     end = len(raw)
     if end <= _BLOCK:  # nearly always: one block
-        return b"%s%s%s" % (_ONE_BLOCK.pack(b"\x78\x01", 1, end, end ^ 0xFFFF), raw,
-                            _ADLER.pack(zlib.adler32(raw)))
-    parts = [b"\x78\x01"]  # zlib header: deflate, 32K window, no dictionary, level 0
-    start = 0
-    while True:
-        block = raw[start:start + _BLOCK]
-        start += len(block)
-        final = start >= end
-        parts.append(struct.pack("<BHH", final, len(block), len(block) ^ 0xFFFF))
+        return b"%s%s%s%s" % (header, _ONE_BLOCK.pack(b"\x78\x01", 1, end, end ^ 0xFFFF), raw,
+                              _ADLER.pack(zlib.adler32(raw)))
+    # zlib header: deflate, 32K window, no dictionary, level 0
+    parts: list[bytes | bytearray | memoryview] = [header, b"\x78\x01"]
+    view = memoryview(raw)
+    for start in range(0, end, _BLOCK):
+        block = view[start:start + _BLOCK]
+        parts.append(struct.pack("<BHH", start + _BLOCK >= end, len(block),
+                                 len(block) ^ 0xFFFF))
         parts.append(block)
-        if final:
-            break
     parts.append(_ADLER.pack(zlib.adler32(raw)))
     return b"".join(parts)
 
@@ -102,9 +102,12 @@ def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[str, bytes, bytes]
         offset += len(data)
     if offset >= 1 << 31:
         raise ValueError("a batch this large does not fit one pack; split it")
+    digest = hashlib.sha1()
+    for part in body:  # the pack's checksum, then the pack in one piece (see _stored)
+        digest.update(part)
+    pack_sha = digest.digest()
+    body.append(pack_sha)
     pack = b"".join(body)
-    pack_sha = hashlib.sha1(pack).digest()
-    pack += pack_sha
     index.sort()
     counts = [0] * 256
     for binsha, _, _ in index:
