@@ -32,12 +32,14 @@ WRITERS: Final = 4
 BY_FOLDER: Final = 8  # new files in one folder from which it is opened once for them
 
 
-def write_files(root: str, files: dict[str, bytes], new: set[str]) -> dict[str, os.stat_result]:
+def write_files(root: str, files: dict[str, bytes], new: set[str],
+                checked: set[str] | None = None) -> dict[str, os.stat_result]:
     """Write working-tree files (``new``: created exclusively); their stats, in the order of
-    ``files``. Every thread has stopped before a failure is raised (the journal then repairs
-    the working tree, as for a kill)."""
+    ``files``. ``checked``: folders already found inside the store and no link in the same
+    write (see :func:`worktree.guard`), not looked at again. Every thread has stopped before
+    a failure is raised (the journal then repairs the working tree, as for a kill)."""
     items = list(files.items())
-    checked: set[str] = set()
+    checked = set() if checked is None else checked
     for path in files:  # each folder looked at once, before the probe times file creation
         worktree.guard(root, path, checked)
     per_folder = collections.Counter(p.rpartition("/")[0] for p in files if p in new)

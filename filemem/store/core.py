@@ -483,17 +483,21 @@ class Store:
         except errors.GitOperationInProgress as exc:  # a git merge began while asking
             in_ledger(exc)
 
-    def check_writable(self, paths: list[str], wait: float = 2.0) -> None:
+    def check_writable(self, paths: list[str], wait: float = 2.0,
+                       checked: set[str] | None = None) -> None:
         """Refuse, before anything is written, a write the working tree cannot take: a
         folder on the way that is a symbolic link (filemem never writes through links), or
-        git's index locked by a git command (waited for briefly, as git itself does not)."""
-        checked: set[str] = set()
-        for folder in dict.fromkeys(p.rsplit("/", 1)[0] for p in paths):
-            link = worktree.linked_folder(self.root, folder + "/x", checked)
-            if link is not None:
+        git's index locked by a git command (waited for briefly, as git itself does not).
+        ``checked``: filled with the folders found inside the store and no link, which the
+        same write's files are then not checked again in (:func:`worktree.guard`)."""
+        checked = set() if checked is None else checked
+        for folder in dict.fromkeys(p.rpartition("/")[0] for p in paths):
+            try:
+                worktree.guard(self.root, f"{folder}/x" if folder else "x", checked)
+            except LinkRefused as exc:
                 raise errors.store_corrupt(
-                    link, "is a symbolic link; filemem does not write through links in the "
-                    "store (replace it with a real folder)")
+                    str(exc.filename), "is a symbolic link; filemem does not write through "
+                    "links in the store (replace it with a real folder)") from None
         lock = os.path.join(self.git.git_dir, "index.lock")
         deadline = time.monotonic() + wait
         while os.path.exists(lock) and not (self.journal.exists()

@@ -78,8 +78,9 @@ class Transaction:
         store, st, git = self.store, self.state, self.store.git
         head_blobs = {p: st.blobs.get(p) if is_entry_path(p) else git.blob_at(st.tree, p)
                       for p in changes}
+        checked: set[str] = set()  # folders found inside the store and no link
         if changes:
-            store.check_writable(list(changes))
+            store.check_writable(list(changes), checked=checked)
         # a path new to HEAD is a fresh id's file: nothing to check there (the file is
         # created exclusively below, so nothing that appeared meanwhile is overwritten)
         dirty = store.dirty_paths_at([p for p, sha in head_blobs.items()
@@ -128,7 +129,7 @@ class Transaction:
                 mirrored = self._mirror(
                     commit, changes, blobs,
                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
-                    lock)
+                    lock, checked)
         finally:  # settled once mirrored, or once sure the branch never moved
             if logged and (mirrored or (not moved and self._branch_not_at(commit))):
                 self._settle(commit)
@@ -152,8 +153,9 @@ class Transaction:
         store, st, git = self.store, self.state, self.store.git
         diff = list(git.diff(st.tree, git.commit(target).tree))
         head_blobs = {path: old for path, old, _new in diff}
+        checked: set[str] = set()
         if diff:
-            store.check_writable(list(head_blobs))
+            store.check_writable(list(head_blobs), checked=checked)
         # paths new to HEAD included: a file a person put where one is coming is theirs
         dirty = store.dirty_paths_at(list(head_blobs), head_blobs)
         if dirty:
@@ -166,7 +168,7 @@ class Transaction:
             if not self._swap(target, reason):
                 raise HeadMoved(f"the branch moved while {reason}")
             self._mirror(target, changes, blobs,
-                         {p for p, old in head_blobs.items() if old is None}, lock)
+                         {p for p, old in head_blobs.items() if old is None}, lock, checked)
         self.state = store.state()
 
     def _settle(self, commit: str) -> None:
@@ -227,11 +229,13 @@ class Transaction:
         return not moved
 
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
-                new: set[str], lock: LockFile | None = None) -> bool:
+                new: set[str], lock: LockFile | None = None,
+                checked: set[str] | None = None) -> bool:
         """Put the files a commit changed into the working tree and the index, then clear
-        the journal. ``new``: paths created exclusively (nothing may be there yet). If this
-        fails (False) the commit stands and the journal stays: the next transaction (or
-        open) puts the working tree in step with HEAD."""
+        the journal. ``new``: paths created exclusively (nothing may be there yet);
+        ``checked``: the folders :meth:`Store.check_writable` found inside the store and no
+        link under this lock. If this fails (False) the commit stands and the journal stays:
+        the next transaction (or open) puts the working tree in step with HEAD."""
         if not changes:
             return True
         store = self.store
@@ -242,7 +246,7 @@ class Transaction:
                     worktree.remove(store.root, path)
                     index.remove(path)
             written = write_files(store.root, {p: d for p, d in changes.items()
-                                               if d is not None}, new)
+                                               if d is not None}, new, checked)
             index.set_many((path, blobs[path], st) for path, st in written.items())
             store._write_index(index, lock)
             store.journal.clear()
