@@ -174,12 +174,10 @@ def commit_message(subject: str, body: str, rows: list[AuditRow]) -> str:
             middle = middles[key] = (_group(r, _HEAD), _group(r, _TAIL))
         groups.append(f"Audit-Seq: {seq}\n{middle[0]}Audit-Entry: {entry}\n{middle[1]}"
                       f"Audit-Text: {_json_line(text)}\n")
-    parts = [one_line(subject, 200)]
-    if body:
-        parts.append(body)
-    # the groups end in the message's last newline: joined once (a seed's is ~0.7 MB)
-    parts.append("".join(groups) or "\n")
-    return "\n\n".join(parts)
+    head = f"{one_line(subject, 200)}\n\n{body}\n\n" if body else f"{one_line(subject, 200)}\n\n"
+    # the groups end in the message's last newline: one join (a seed's message is ~0.7 MB,
+    # and each copy of it a fresh buffer the system maps page by page)
+    return "".join([head, *groups]) if groups else head + "\n"
 
 
 def parse_rows(message: str) -> list[AuditRow] | None:
