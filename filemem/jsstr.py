@@ -7,6 +7,7 @@ A leaf: it imports nothing of filemem, so the error tree and the model can both 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
 # ECMAScript WhiteSpace + LineTerminator: what String.prototype.trim() removes.
@@ -54,6 +55,12 @@ def ascii_lower(s: str) -> str:
     return s.translate(_ASCII_LOWER)
 
 
+# a str as JSON text, not ASCII-escaped: ``json.dumps(s, ensure_ascii=False)``, which builds
+# an encoder on every call (~0.9 µs where this takes ~0.3: every quoted id a file is encoded
+# with, every audit text a commit message carries)
+json_str: Final[Callable[[str], str]] = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def js_json(value: Any, *, missing: bool = False) -> str:
     """``JSON.stringify(value)`` as the reference prints it inside messages."""
     if missing:
@@ -66,5 +73,5 @@ def js_json(value: Any, *, missing: bool = False) -> str:
         return json.dumps(str(value), ensure_ascii=False)
 
 
-__all__ = ["JS_WHITESPACE", "ascii_lower", "excerpt", "js_json", "js_trim", "utf16_len",
-           "utf16_prefix"]
+__all__ = ["JS_WHITESPACE", "ascii_lower", "excerpt", "js_json", "js_trim", "json_str",
+           "utf16_len", "utf16_prefix"]

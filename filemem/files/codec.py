@@ -48,7 +48,7 @@ from typing import Any, Final, NamedTuple
 from filemem import yamlsafe
 from filemem.errors import ProtocolError
 from filemem.files import metakeys
-from filemem.jsstr import ascii_lower
+from filemem.jsstr import ascii_lower, json_str
 from filemem.model import (
     SCOPES,
     TRACKS,
@@ -92,8 +92,7 @@ def _quote(value: str) -> str:
     """A YAML scalar for ``value`` that every YAML 1.1/1.2 parser reads back as that string."""
     if _plain_ok(value):
         return value
-    out = json.dumps(value, ensure_ascii=False)
-    return metakeys.yaml_escaped(out)
+    return metakeys.yaml_escaped(json_str(value))
 
 
 # the values many files share (workspace and agent keys, sources, tags) are quoted once and

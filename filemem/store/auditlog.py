@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
 from filemem.files import atomic, flock
+from filemem.jsstr import json_str
 from filemem.model import now_ms
 from filemem.store.names import linked
 from filemem.types import AuditRow
@@ -67,7 +68,6 @@ COUNTER_TIMEOUT: Final = 10.0
 _COUNTER_WIDTH: Final = 20
 _KNOWN_LINES: Final = 10_240  # ledger lines kept parsed (one auditList of the most rows)
 _ROW_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_STR_JSON: Final = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds one a call
 _ENCODING: Final = threading.Lock()  # taken only to encode rows not yet encoded
 
 
@@ -85,7 +85,7 @@ def next_seq(ts: int, last: int) -> int:
 
 
 def _json_line(value: str) -> str:
-    out = _STR_JSON(value)
+    out = json_str(value)
     return out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
 
 
