@@ -29,7 +29,7 @@ from filemem.config import Config
 from filemem.jsstr import utf16_len
 from filemem.rules import injection, secrets
 from filemem.rules.memo import TextMemo
-from filemem.rules.normalized import normalize
+from filemem.rules.normalized import is_normal, normalize
 from filemem.rules.wordset import WordSet
 
 INVISIBLE: Final = "invisible"
@@ -93,7 +93,7 @@ MEMO_CHARS: Final = 4_000_000  # characters of clean texts remembered (10^4 note
 def _scan_rules(text: str) -> tuple[_Hit, ...]:
     """What the injection and secret rules match in ``text``, whatever their levels."""
     words = _WORDS.found_in(text.lower())
-    if not words and text.isascii() and shown.plain(text):
+    if not words and is_normal(text):
         return ()  # most notes: no trigger word, and a normalised form that is the text
     norm = normalize(text)
     norm_words = words if norm.text == text else _WORDS.found_in(norm.text.lower())
@@ -160,17 +160,14 @@ def _what(kind: str, rule: str) -> str:
 def scan(text: str, config: Config, index: int = 0) -> list[Finding]:
     """Every finding in ``text`` under ``config``'s levels (rules set to ``off`` find
     nothing), by kind: invisible characters, then injection and secret rules by position."""
+    if shown.plain(text) and not _hits(text):
+        return []  # most texts: nothing found (a seed checks 1,000)
     return _invisible(text, index, config) + sorted(
         _matched(text, index, config), key=lambda f: (f["start"], f["rule"]))
 
 
 def scan_all(texts: Sequence[str], config: Config) -> list[Finding]:
-    out: list[Finding] = []
-    for i, text in enumerate(texts):
-        if not _hits(text) and shown.plain(text):
-            continue  # most texts: nothing found (a seed checks 1,000)
-        out += scan(text, config, i)
-    return out
+    return [f for i, text in enumerate(texts) for f in scan(text, config, i)]
 
 
 def blocking(findings: Iterable[Finding]) -> list[Finding]:

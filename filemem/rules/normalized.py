@@ -45,8 +45,14 @@ class Normalized(NamedTuple):
         return a, max(a, b)
 
 
+def is_normal(text: str) -> bool:
+    """Whether ``text`` is its own normalised form, known without normalising it: ASCII with
+    no hidden character (most notes)."""
+    return text.isascii() and shown.plain(text)
+
+
 def normalize(text: str) -> Normalized:
-    if text.isascii() and shown.plain(text):  # most notes: nothing to normalise
+    if is_normal(text):  # most notes: nothing to normalise
         return Normalized(text, range(len(text)), text)
     out: list[str] = []
     origin: list[int] = []
