@@ -182,7 +182,7 @@ def validate_optional_str(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise errors.invalid_input(f"entry {what} must be a string")
-    return value if value.isascii() else check_unicode(value, f"entry {what}")
+    return check_unicode(value, f"entry {what}")
 
 
 def workspace_key_of(cwd: Any, *, windows: bool = ON_WINDOWS) -> str:
