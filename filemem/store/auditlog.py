@@ -146,8 +146,15 @@ def one_line(text: str, limit: int = 72) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
-_HEAD: Final = frozenset({"ts", "action", "track", "scope"})  # between Audit-Seq and -Entry
-_TAIL: Final = frozenset({"outcome", "source", "sessionId"})  # between Audit-Entry and -Text
+# a row's lines between Audit-Seq and Audit-Entry, and between Audit-Entry and Audit-Text (the
+# last): what the rows of a seed share
+_ORDER: Final = [key for key, _name in _TRAILERS]
+_HEAD_KEYS: Final = tuple(_ORDER[_ORDER.index("seq") + 1:_ORDER.index("entryId")])
+_TAIL_KEYS: Final = tuple(_ORDER[_ORDER.index("entryId") + 1:_ORDER.index("text")])
+assert _ORDER[0] == "seq" and _ORDER[-1] == "text", "commit_message writes seq first, text last"
+_HEAD: Final = frozenset(_HEAD_KEYS)
+_TAIL: Final = frozenset(_TAIL_KEYS)
+_SHARED: Final = _HEAD_KEYS + _TAIL_KEYS
 
 
 def _group(r: AuditRow, keys: frozenset[str] | None = None) -> str:
@@ -167,8 +174,7 @@ def commit_message(subject: str, body: str, rows: list[AuditRow]) -> str:
                 or not _PLAIN_VALUE.match(entry):
             groups.append(_group(r))
             continue
-        key = (r.get("ts"), r.get("action"), r.get("track"), r.get("scope"),
-               r.get("outcome"), r.get("source"), r.get("sessionId"))
+        key = tuple(map(r.get, _SHARED))
         middle = middles.get(key)
         if middle is None:
             middle = middles[key] = (_group(r, _HEAD), _group(r, _TAIL))
