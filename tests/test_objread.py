@@ -155,3 +155,18 @@ def test_a_batch_pack_of_stored_objects_is_what_git_reads(tmp_path: Path) -> Non
     git(repo, "verify-pack", str(repo / ".git/objects/pack" / f"{name}.idx"))
     for sha, _kind, raw in unique.values():
         assert _cat(repo, "blob", sha) == raw
+
+
+def test_a_pack_is_written_where_the_pack_folder_is_missing(tmp_path: Path) -> None:
+    """git makes objects/pack, but a repository may lack it: the first pack makes it."""
+    import shutil
+
+    from filemem.files import gitrepo, packwrite
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    shutil.rmtree(repo / ".git" / "objects" / "pack")
+    raw = b"a note\n"
+    sha = gitrepo.object_sha(b"blob", raw)
+    name = packwrite.write(str(repo / ".git"), [(sha, b"blob", raw)], durable=True)
+    assert (repo / ".git" / "objects" / "pack" / f"{name}.idx").is_file()
+    assert _cat(repo, "blob", sha) == raw

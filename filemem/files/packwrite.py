@@ -125,10 +125,17 @@ def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[str, bytes, bytes]
 
 def _put(git_dir: str, name: str, pack: bytes, idx: bytes, durable: bool) -> str:
     folder = os.path.join(git_dir, "objects", "pack")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     base = os.path.join(folder, name)
-    atomic.replace_many([(base + ".pack", pack), (base + ".idx", idx)], durable=durable,
-                        mode=0o400, prefix=TMP_PREFIX, undo=True)
+    files = [(base + ".pack", pack), (base + ".idx", idx)]
+    try:
+        atomic.replace_many(files, durable=durable, mode=0o400, prefix=TMP_PREFIX, undo=True)
+    except FileNotFoundError:
+        if os.path.isdir(folder):
+            raise
+        # git makes the folder, but a repository may lack it: made only then (a makedirs
+        # before every write costs two system calls more)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        atomic.replace_many(files, durable=durable, mode=0o400, prefix=TMP_PREFIX, undo=True)
     return name
 
 
