@@ -75,9 +75,15 @@ _MAYBE_ASCII: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # _maybe()'s ASCII
 def plain(text: str) -> bool:
     """Can ``text`` hold no hidden character at all (tab and newline aside)? A fast check:
     False means :func:`kind_at` has to look."""
-    if text.isascii():  # most notes: a small class is quicker to test than _maybe()'s
-        return _MAYBE_ASCII.search(text) is None
-    return _maybe().search(text) is None
+    return first_unplain(text) < 0
+
+
+def first_unplain(text: str, pos: int = 0) -> int:
+    """Where the first character at or after ``pos`` that keeps ``text`` from being
+    :func:`plain` is (-1: none is)."""
+    # most notes are ASCII: a small class is quicker to test than _maybe()'s
+    m = (_MAYBE_ASCII if text.isascii() else _maybe()).search(text, pos)
+    return -1 if m is None else m.start()
 
 
 # Scripts whose words use ZWNJ/ZWJ as spelling (Arabic script for Persian and Urdu, the Indic

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from filemem import shown
 from filemem.config import Config
 from filemem.rules import findings, injection, secrets
 from filemem.rules.memo import TextMemo
@@ -106,6 +107,59 @@ def test_only_clean_texts_are_remembered_so_no_secret_stays_in_memory() -> None:
     assert findings.scan(secret, Config()) and not findings.scan(ordinary, Config())
     assert len(findings._hits) == 1
     assert findings._hits._got == {ordinary: ()}
+
+
+def _one_by_one(texts: list[str], cfg: Config) -> list[findings.Finding]:
+    return [f for i, text in enumerate(texts) for f in findings.scan(text, cfg, i)]
+
+
+# a batch: mostly clean notes, with findings, hidden characters and non-ASCII among them
+BATCH_TEXTS = st.lists(st.one_of(TEXTS, st.sampled_from(ORDINARY),
+                                 st.sampled_from(ORDINARY).map(lambda t: t + " ok")),
+                       min_size=findings.BATCH, max_size=findings.BATCH + 40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(BATCH_TEXTS)
+def test_a_batch_finds_what_its_texts_scanned_one_by_one_find(texts: list[str]) -> None:
+    cfg = Config()
+    findings._hits.clear()
+    together = findings.scan_all(texts, cfg)
+    findings._hits.clear()
+    assert together == _one_by_one(texts, cfg)
+    assert findings.scan_all(texts, cfg) == together  # again, from the memo
+
+
+def test_a_batch_remembers_its_clean_texts_and_no_secret() -> None:
+    cfg = Config()
+    secret = next(t for _r, t, _s in SECRETS)
+    planted = next(t for _r, t in INJECTION)
+    clean = [f"the build uses make; tests run with pytest -q (note {i})"
+             for i in range(findings.BATCH)]
+    texts = [*clean[:10], secret, "\u200bhidden", planted, "caf\u00e9 au lait", *clean[10:]]
+    findings._hits.clear()
+    found = findings.scan_all(texts, cfg)
+    assert found == _one_by_one(texts, cfg)
+    assert {f["text"] for f in found} == {10, 11, 12}
+    remembered = set(findings._hits._got)
+    assert set(clean) <= remembered and secret not in remembered
+
+
+def test_no_trigger_word_holds_the_batch_separator() -> None:
+    # a word or a hidden character found in a batch's joined texts lies in one text
+    assert all(findings._SEP not in w for w in findings._WORDS.words)
+    assert shown.plain(findings._SEP)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.integers(0, 40))
+def test_first_at_is_where_the_first_word_from_there_starts(text: str, pos: int) -> None:
+    low = text.lower()
+    starts = [i for i in range(pos, len(low)) if any(low.startswith(w, i)
+                                                       for w in TRIGGER_WORDS)]
+    assert findings._WORDS.first_at(low, pos) == (starts[0] if starts else -1)
+    unplain = [i for i in range(pos, len(text)) if not shown.plain(text[i])]
+    assert shown.first_unplain(text, pos) == (unplain[0] if unplain else -1)
 
 
 def test_a_memo_holds_at_most_its_characters_and_drops_the_oldest_first() -> None:

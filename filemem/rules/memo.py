@@ -9,7 +9,7 @@ of long texts holds no more memory than one of short texts; the oldest texts go 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Generic, TypeVar, cast
 
 T = TypeVar("T")
@@ -46,6 +46,21 @@ class TextMemo(Generic[T]):
                     del self._got[oldest]
                     self._chars -= len(oldest)
         return value
+
+    def remember(self, texts: Iterable[str], value: T) -> None:
+        """Remember ``value`` as ``fn``'s for each of ``texts``, known without calling it (a
+        batch found clean in one pass, :func:`filemem.rules.findings.scan_all`)."""
+        if not self._keep(value):
+            return
+        with self._lock:
+            for text in texts:
+                if len(text) <= self._max and text not in self._got:
+                    self._got[text] = value
+                    self._chars += len(text)
+            while self._chars > self._max:
+                oldest = next(iter(self._got))
+                del self._got[oldest]
+                self._chars -= len(oldest)
 
     def __len__(self) -> int:
         return len(self._got)

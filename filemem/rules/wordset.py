@@ -61,16 +61,19 @@ class WordSet:
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: dict[str, frozenset[str]] = {}
 
-    def found_in(self, text: str) -> frozenset[str]:
-        """The words that occur in ``text`` (as substrings, case as given)."""
+    def _compiled(self) -> re.Pattern[str]:
         if self._pattern is None:
-            if self._left > 0:  # a race between threads only compiles a little later
-                self._left -= 1
-                return frozenset([w for w in self._listed if w in text])
             self._prefixes = {w: frozenset(p for p in self.words if w.startswith(p))
                               for w in self.words}
             self._pattern = re.compile(_trie_pattern(self.words))
-        search, prefixes = self._pattern.search, self._prefixes
+        return self._pattern
+
+    def found_in(self, text: str) -> frozenset[str]:
+        """The words that occur in ``text`` (as substrings, case as given)."""
+        if self._pattern is None and self._left > 0:
+            self._left -= 1  # a race between threads only compiles a little later
+            return frozenset([w for w in self._listed if w in text])
+        search, prefixes = self._compiled().search, self._prefixes
         m = search(text)
         if m is None:
             return frozenset()
@@ -79,3 +82,10 @@ class WordSet:
             found |= prefixes[m.group()]
             m = search(text, m.start() + 1)
         return frozenset(found)
+
+    def first_at(self, text: str, pos: int = 0) -> int:
+        """Where the first word that occurs in ``text`` at or after ``pos`` starts (-1: none
+        does); with the expression, whatever the texts tested before (one text standing for
+        many, as :func:`filemem.rules.findings.scan_all` joins a batch's)."""
+        m = self._compiled().search(text, pos)
+        return -1 if m is None else m.start()
