@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 import uuid
-import zlib
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from filemem.jsstr import _ASCII_LOWER, ascii_lower
 from filemem.model import LAYERS, Entry, new_ids
 from filemem.store import auditlog
 from filemem.store.state import State
-from tests.conftest import BIG, GIT, git
+from tests.conftest import BIG, git
 from tests.test_properties import entries
 
 
@@ -260,25 +258,3 @@ def test_a_file_read_by_position_reads_as_the_parsers_read_it(
         assert fast == _decoded_or_error(bytes(data))
     if how == "keep":
         assert codec._as_written(bytes(data)) == entry
-
-
-@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65535, 700_000])
-def test_a_batch_pack_of_stored_objects_is_what_git_reads(size: int, tmp_path: Path) -> None:
-    # a batch (a seed's ~0.7 MB commit among its blobs) is stored in 64 KB deflate blocks,
-    # made in one piece with its entry header: git must inflate each object to itself
-    from filemem.files import gitrepo, packwrite
-
-    raw = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-    assert zlib.decompress(packwrite._stored(raw)) == raw
-    assert packwrite._stored(raw, b"\x9f") == b"\x9f" + packwrite._stored(raw)
-    root = tmp_path / "repo"
-    git(tmp_path, "init", "-q", str(root))
-    items = [(gitrepo.object_sha(b"blob", data), b"blob", data)
-             for data in [raw, *(b"small %d\n" % i for i in range(packwrite.BATCH + 1))]]
-    name = packwrite.write(str(root / ".git"), items, durable=False)
-    pack = root / ".git" / "objects" / "pack" / f"{name}.pack"
-    git(root, "verify-pack", str(pack.with_suffix(".idx")))  # every object's crc and sha
-    for sha, _kind, data in items[:3]:
-        out = subprocess.run([str(GIT), "-C", str(root), "cat-file", "blob", sha],
-                             capture_output=True, check=True)
-        assert out.stdout == data
