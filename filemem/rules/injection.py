@@ -77,8 +77,11 @@ RULES: Final[dict[str, tuple[Lazy, ...]]] = {
     ),
     "pipe-to-shell": (
         # one pipeline segment (tried only where a segment starts, so a long line costs one
-        # pass): a download command, then a pipe into a shell
-        Lazy(r"(?:^|(?<=[|;&]))(?=[^\n|;&]*\b" + _NET + r"\b)[^\n|;]*+\|\s*(?:"
+        # pass): a download command, then a pipe into a shell. No rule uses a possessive
+        # quantifier or an atomic group: Python 3.10 has neither, and early 3.11 releases
+        # (Debian 12's 3.11.2) get a possessive group with a lookahead wrong (the hidden
+        # comment below went unfound); none is needed, as backing off finds no other match
+        Lazy(r"(?:^|(?<=[|;&]))(?=[^\n|;&]*\b" + _NET + r"\b)[^\n|;]*\|\s*(?:"
                    + _SHELL + r")", _I | re.MULTILINE),
         Lazy(r"(?:\b(?:ba|z|k)?sh|\bsource|\.)\s+<\s*\(\s*" + _NET + r"\b", _I),
         Lazy(r"\b(?:ba|z|k)?sh\s+-c\s+[\"']?\$\(\s*" + _NET + r"\b", _I),
@@ -125,7 +128,7 @@ RULES: Final[dict[str, tuple[Lazy, ...]]] = {
                    r"mcp\.json|settings\.json)\b", _I),
     ),
     "hidden-comment": (
-        Lazy(r"<!--(?:(?!-->)[\s\S])*+(?:-->|\Z)"),  # with words in it: see _WORDS
+        Lazy(r"<!--(?:(?!-->)[\s\S])*(?:-->|\Z)"),  # with words in it: see _WORDS
         Lazy(r"^\s*\[(?://|comment|#)\]:\s*(?:#|<>)\s*[(\"'][^\n]*\w[^\n]*$",
                    _I | re.MULTILINE),
     ),
