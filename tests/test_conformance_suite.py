@@ -174,7 +174,7 @@ def test_a_bridge_command_not_on_path_is_one_setup_error(tmp_path: Path) -> None
      ["did not answer its first request (budgets) within 1 s (--timeout)",
       "it printed nothing on stderr"]),
     # answers with something that is not JSON
-    ("{python} -c \"print('hello'); import sys; sys.stdin.read()\" {store}",
+    ("{python} -c \"print('hello', flush=True); import sys; sys.stdin.read()\" {store}",
      ["stdout carried a line that is not UTF-8 JSON: b'hello\\n'"]),
 ])
 def test_a_bridge_that_does_not_start_is_one_setup_error(command: str, said: list[str]) -> None:
