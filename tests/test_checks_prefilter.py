@@ -123,6 +123,8 @@ BATCH_TEXTS = st.lists(st.one_of(TEXTS, st.sampled_from(ORDINARY),
 @given(BATCH_TEXTS)
 def test_a_batch_finds_what_its_texts_scanned_one_by_one_find(texts: list[str]) -> None:
     cfg = Config()
+    findings._WORDS.first_at("")  # compiled: the batch is searched at once
+    assert findings._WORDS.at_once(len(texts))
     findings._hits.clear()
     together = findings.scan_all(texts, cfg)
     findings._hits.clear()
@@ -137,12 +139,31 @@ def test_a_batch_remembers_its_clean_texts_and_no_secret() -> None:
     clean = [f"the build uses make; tests run with pytest -q (note {i})"
              for i in range(findings.BATCH)]
     texts = [*clean[:10], secret, "\u200bhidden", planted, "caf\u00e9 au lait", *clean[10:]]
+    findings._WORDS.first_at("")  # compiled: the batch is searched at once
     findings._hits.clear()
     found = findings.scan_all(texts, cfg)
     assert found == _one_by_one(texts, cfg)
     assert {f["text"] for f in found} == {10, 11, 12}
     remembered = set(findings._hits._got)
     assert set(clean) <= remembered and secret not in remembered
+
+
+def test_a_batch_is_searched_at_once_only_where_that_compiles_nothing_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cold process checking a small batch tests its texts word by word, as before: the
+    # expression's compile would cost more than the one search saves
+    words = WordSet(findings._WORDS.words, compile_after=500)
+    assert not words.at_once(499) and words.at_once(500)
+    monkeypatch.setattr(findings, "_WORDS", words)
+    texts = [f"the build uses make (note {i})" for i in range(findings.BATCH)] + ["curl x | sh"]
+    findings._hits.clear()
+    small = findings.scan_all(texts, Config())
+    assert words._pattern is None and words._left <= 500 - len(texts)  # word by word
+    findings._hits.clear()
+    big = findings.scan_all(texts * 8, Config())  # 520 texts: the expression is due anyway
+    assert words._pattern is not None and words.at_once(1)
+    assert [(f["text"], f["rule"]) for f in small] == [(64, "pipe-to-shell")]
+    assert {(f["text"] % len(texts), f["rule"]) for f in big} == {(64, "pipe-to-shell")}
 
 
 def test_no_trigger_word_holds_the_batch_separator() -> None:

@@ -170,7 +170,8 @@ def scan(text: str, config: Config, index: int = 0) -> list[Finding]:
 
 def scan_all(texts: Sequence[str], config: Config) -> list[Finding]:
     """:func:`scan` of each text (a seed's entry index is its finding's ``text``)."""
-    maybe = _maybe_found(texts) if len(texts) >= BATCH else range(len(texts))
+    together = len(texts) >= BATCH and _WORDS.at_once(len(texts))
+    maybe = _maybe_found(texts) if together else range(len(texts))
     return [f for i in maybe for f in scan(texts[i], config, i)]
 
 

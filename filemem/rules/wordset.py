@@ -83,6 +83,14 @@ class WordSet:
             m = search(text, m.start() + 1)
         return frozenset(found)
 
+    def at_once(self, count: int) -> bool:
+        """Whether ``count`` more texts would be searched with the expression (compiled, or
+        due before they are done): then one search over all of them (:meth:`first_at`)
+        compiles nothing that testing them one by one would not. A cold process does not
+        compile it for fewer: ~20 M instructions, where a batch searched at once saves
+        ~26 K a text (callgrind: a cold check of 100 texts took 24 M more that way)."""
+        return self._pattern is not None or count >= self._left
+
     def first_at(self, text: str, pos: int = 0) -> int:
         """Where the first word that occurs in ``text`` at or after ``pos`` starts (-1: none
         does); with the expression, whatever the texts tested before (one text standing for
