@@ -35,21 +35,14 @@ class TextMemo(Generic[T]):
         if got is not _MISSING:
             return cast(T, got)
         value = self._fn(text)
-        if len(text) > self._max or not self._keep(value):
-            return value
-        with self._lock:
-            if text not in self._got:
-                self._got[text] = value
-                self._chars += len(text)
-                while self._chars > self._max:
-                    oldest = next(iter(self._got))  # dicts keep insertion order
-                    del self._got[oldest]
-                    self._chars -= len(oldest)
+        self.remember((text,), value)
         return value
 
     def remember(self, texts: Iterable[str], value: T) -> None:
-        """Remember ``value`` as ``fn``'s for each of ``texts``, known without calling it (a
-        batch found clean in one pass, :func:`filemem.rules.findings.scan_all`)."""
+        """Remember ``value`` as ``fn``'s for each of ``texts`` (those ``keep`` accepts, none
+        longer than the bound), the oldest dropped past it: what a call does after computing
+        it, and what a batch found clean in one pass is given
+        (:func:`filemem.rules.findings.scan_all`)."""
         if not self._keep(value):
             return
         with self._lock:
@@ -58,7 +51,7 @@ class TextMemo(Generic[T]):
                     self._got[text] = value
                     self._chars += len(text)
             while self._chars > self._max:
-                oldest = next(iter(self._got))
+                oldest = next(iter(self._got))  # dicts keep insertion order
                 del self._got[oldest]
                 self._chars -= len(oldest)
 
