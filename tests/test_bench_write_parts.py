@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "write_parts.py"
-PARTS = ["prepare", "trees", "objects", "wal", "ref", "mirror", "settle", "after", "other",
+PARTS = ["prepare", "trees", "objects", "pack", "wal", "ref", "mirror", "settle", "after", "other",
          "total"]
 
 
@@ -27,6 +27,7 @@ def test_a_tiny_run_prints_every_part(tmp_path: Path) -> None:
     for part, values in rows.items():
         assert len(values) == 3 and all(float(v) >= 0 for v in values), (part, values)
     assert float(rows["objects"][0]) > 0  # each part is timed
-    if "boot id known: True" in header:  # the write-ahead log is on
-        assert float(rows["wal"][0]) > 0
+    if "boot id known: True" in header:  # the write-ahead log is on; the pack is written
+        assert float(rows["wal"][0]) > 0  # inside its append, and counted once
+        assert float(rows["pack"][0]) > 0
     assert os.listdir(tmp_path) == []  # the store is removed

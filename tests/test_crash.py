@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import filemem
+from filemem.files import wal
 from filemem.files.layout import key_dir
 from filemem.files.worktree import TMP_SUFFIX
 from tests.conftest import BIG, ctx, git, write_in_flight
@@ -341,16 +342,24 @@ def test_kill_while_writing_the_index(planted: Planted, store_path: Path) -> Non
     p.close()
 
 
-def test_a_pack_half_made_by_a_killed_write_is_removed_by_the_next(planted: Planted,
+@pytest.mark.parametrize("op", ["big-seed", "add"])
+def test_a_pack_half_made_by_a_killed_write_is_removed_by_the_next(op: str, planted: Planted,
                                                                   store_path: Path) -> None:
     """A write killed while making a pack leaves its temp .pack and .idx (as big as the
-    write) in .git/objects/pack; the next write, under the store lock, removes them."""
+    write) in .git/objects/pack; the next write, under the store lock, removes them. A
+    small write makes its pack while its log record is flushed: the record is there,
+    unsettled, its branch never moved, and the next open undoes it."""
     before = git(store_path, "rev-parse", "HEAD").strip()
-    run_targeted(store_path, "pack-rename", "big-seed")
+    listed = [e["text"] for e in filemem.open_store(store_path).list_entries()]
+    run_targeted(store_path, "pack-rename", op)
     pack_dir = store_path / ".git" / "objects" / "pack"
     left = sorted(p.name for p in pack_dir.glob("tmp_pack-*"))
     assert len(left) == 2 and left[0].endswith(".tmp"), left
     assert git(store_path, "rev-parse", "HEAD").strip() == before
+    assert write_in_flight(store_path) == (op == "add" and wal.boot_id() is not None)
+    p = assert_repaired(store_path, planted)
+    assert [e["text"] for e in p.list_entries()] == listed
+    p.close()
     p = filemem.open_store(store_path, write_policy="auto")
     p.add({**UG, "text": "the next write"}, ctx())
     p.close()

@@ -288,6 +288,33 @@ def test_a_failed_append_leaves_no_torn_record(store_path: Path,
     p.close()
 
 
+def test_a_pack_that_fails_while_the_record_flushes_leaves_no_record(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pack is written while the log's record is flushed: if it fails (a full disk),
+    the record is cut off again once the flush is over and nothing moved."""
+    from filemem.files import packwrite
+
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    size, head = log.size(), git(store_path, "rev-parse", "HEAD")
+
+    def disk_full(*args: object, **kwargs: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(packwrite, "put", disk_full)
+    with pytest.raises(filemem.FilememError):
+        p.add({**UG, "text": "two"}, ctx())
+    monkeypatch.undo()
+    assert log.size() == size and log.unsettled() is None
+    assert git(store_path, "rev-parse", "HEAD") == head
+    assert texts(p) == ["one"]
+    p.add({**UG, "text": "three"}, ctx())
+    assert texts(p) == ["one", "three"]
+    p.close()
+    assert_clean_repo(store_path)
+
+
 def test_the_log_record_is_the_journal_until_settled(store_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A logged write writes no journal file: its record stands for one. A write whose

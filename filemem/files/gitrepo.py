@@ -443,7 +443,8 @@ class GitRepo:
         made: dict[str, _Entries] = {}
 
         def build(tree_sha: str | None, sub: Mapping[str, bytes | None], prefix: str) -> str | None:
-            tree = dict(self.read_tree(tree_sha)) if tree_sha else {}
+            # .copy(): dict() of a dict with a hole (a removal) inserts key by key
+            tree = self.read_tree(tree_sha).copy() if tree_sha else {}
             changed: dict[str, tuple[int, str] | None] = {}
             groups: dict[str, dict[str, bytes | None]] = {}
             for path, data in sub.items():
@@ -462,7 +463,7 @@ class GitRepo:
                 new_child = build(child, group, f"{prefix}{name}/")
                 changed[name] = None if new_child is None else (TREE_MODE, new_child)
             base = before.get(tree_sha) if tree_sha else None
-            entries = dict(base) if base is not None else \
+            entries = base.copy() if base is not None else \
                 {name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()}
             for name, item in changed.items():
                 if item is None:
@@ -499,12 +500,19 @@ class GitRepo:
         """Put the objects into the object store, as one pack (:mod:`.packwrite`), before
         any ref names them; fsynced if ``durable`` (else the write-ahead log holds them).
         Returns the pack's name (None: nothing to write)."""
+        pack = self.encode(pending)
+        return None if pack is None else self.put(pack, pending, durable)
+
+    def encode(self, pending: PendingObjects) -> packwrite.Pack | None:
+        """The pack :meth:`write` writes, not yet written (None: no objects)."""
         items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()]
-        if not items:
-            return None
-        name = packwrite.write(self.git_dir, items, durable)
-        for sha, kind, raw in items:  # the next write numbers its rows from this commit:
-            if kind == b"commit":     # no lookup through the packs for it
+        return packwrite.encode(items) if items else None
+
+    def put(self, pack: packwrite.Pack, pending: PendingObjects, durable: bool) -> str:
+        """Write ``pack``, :meth:`encode`'s of ``pending``; its name."""
+        name = packwrite.put(self.git_dir, pack, durable)
+        for sha, (kind, raw) in pending.items.items():  # the next write numbers its rows
+            if kind == b"commit":  # from this commit: no lookup through the packs for it
                 _remember(self._commits, sha, _parse_commit(sha, raw))
         return name
 

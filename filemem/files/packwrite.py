@@ -22,7 +22,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from filemem.files import atomic, modes, objread
 
@@ -81,8 +81,16 @@ def _stored(raw: bytes, header: bytes | bytearray = b"") -> bytes:
     return b"".join(parts)
 
 
-def encode(items: Sequence[Obj]) -> tuple[str, bytes, bytes]:
-    """(name, pack, idx) for ``items``: ``pack-<sha>``, then both files' bytes. A batch
+class Pack(NamedTuple):
+    """A pack encoded, not yet written: ``pack-<sha>``, then both files' bytes."""
+
+    name: str
+    pack: bytes
+    idx: bytes
+
+
+def encode(items: Sequence[Obj]) -> Pack:
+    """The pack of ``items``. A batch
     (a seed, an import: over :data:`BATCH` objects) is stored, not deflated: deflating a
     seed's 1,000 small blobs was 12 of its ~75 ms, and stored they take ~1.5x the room
     (about 0.2 MB more for 1,000 entries; ``git repack -F`` deflates them if wanted)."""
@@ -91,8 +99,8 @@ def encode(items: Sequence[Obj]) -> tuple[str, bytes, bytes]:
                      for sha, kind, raw in items])
 
 
-def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[str, bytes, bytes]:
-    """(name, pack, idx) for whole-object entries (binary sha, :func:`chunk` bytes)."""
+def assemble(entries: Sequence[tuple[bytes, bytes]]) -> Pack:
+    """The pack of whole-object entries (binary sha, :func:`chunk` bytes)."""
     body = [struct.pack(">4sLL", b"PACK", 2, len(entries))]
     offset = 12
     index: list[tuple[bytes, int, int]] = []
@@ -120,10 +128,12 @@ def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[str, bytes, bytes]
         struct.pack(f">{len(offsets)}L", *offsets), pack_sha,
     ])
     idx += hashlib.sha1(idx).digest()
-    return f"pack-{pack_sha.hex()}", pack, idx
+    return Pack(f"pack-{pack_sha.hex()}", pack, idx)
 
 
-def _put(git_dir: str, name: str, pack: bytes, idx: bytes, durable: bool) -> str:
+def put(git_dir: str, encoded: Pack, durable: bool) -> str:
+    """Write an encoded pack (see :func:`write`); its name."""
+    name, pack, idx = encoded
     folder = os.path.join(git_dir, "objects", "pack")
     base = os.path.join(folder, name)
     files = [(base + ".pack", pack), (base + ".idx", idx)]
@@ -144,7 +154,7 @@ def write(git_dir: str, items: Sequence[Obj], durable: bool) -> str:
     ``durable``, and then the folder too, after the renames; else the write-ahead log
     holds the objects) before either is renamed; the .pack first, as readers only use a
     pack once its .idx exists, and a failed .idx rename takes the new .pack away again."""
-    return _put(git_dir, *encode(items), durable)
+    return put(git_dir, encode(items), durable)
 
 
 def small_packs(git_dir: str) -> list[str]:
@@ -181,7 +191,7 @@ def merge_small(git_dir: str) -> int:
     for name in names:  # whole objects copied as stored (no inflate, no deflate)
         for sha, stored, made in objread.pack_entries(os.path.join(folder, name)):
             entries[bytes.fromhex(sha)] = chunk(*made) if made is not None else stored or b""
-    merged = _put(git_dir, *assemble(sorted(entries.items())), durable=True)
+    merged = put(git_dir, assemble(sorted(entries.items())), durable=True)
     remove(git_dir, [name for name in names if name != merged])
     return len(names)
 

@@ -28,11 +28,11 @@ import json
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from filemem.files import atomic
+from filemem.files import atomic, flushing
 
 if TYPE_CHECKING:
     from filemem.files.gitrepo import GitRepo
@@ -180,9 +180,11 @@ class Wal:
     def size(self) -> int:
         return self._boot_of()[1]
 
-    def append(self, record: WalRecord) -> int:
+    def append(self, record: WalRecord, meanwhile: Callable[[], object] | None = None) -> int:
         """Append ``record`` and fdatasync it: the write is durable once this returns.
-        Returns the log's size."""
+        ``meanwhile`` runs while the disk flushes (in a helper thread, :mod:`.flushing`); if
+        it or the flush fails, the record is cut off again and the error raised. Returns the
+        log's size."""
         boot = boot_id()
         assert boot is not None, "the log is used only where the boot id is known"
         try:
@@ -203,7 +205,7 @@ class Wal:
             data = record.encode()
             try:
                 atomic.write_all(fd, data)
-                getattr(os, "fdatasync", os.fsync)(fd)
+                flushing.flush_while(fd, meanwhile)
             except BaseException:
                 with contextlib.suppress(OSError):  # a full disk: no torn record left
                     os.ftruncate(fd, end)

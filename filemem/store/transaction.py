@@ -106,16 +106,13 @@ class Transaction:
         # a batch's pack (a seed, an import) is fsynced itself: its record then only
         # names the move (a seed's objects were 1.8 MB of base64 to encode and flush)
         batch = len(pending.items) > packwrite.BATCH
-        pack = git.write(pending, durable=batch or not logged)
+        if batch or not logged:
+            git.write(pending, durable=True)
         paths = {p: (head_blobs[p], blobs.get(p)) for p in changes}
         adopted = {p: b for p, b in allow_dirty.items() if p in changes}
         wal_size = 0
         if logged:
-            wal_size = store.wal.append(WalRecord(
-                st.head, commit,
-                [] if batch else [(sha, k, raw) for sha, (k, raw) in pending.items.items()],
-                paths, {p: b for p, b in adopted.items() if b is not None},
-                [pack] if pack and not batch else []))
+            wal_size = self._log(commit, pending, paths, adopted, batch)
         elif changes:
             store.journal.begin(st.head, commit, paths, adopted=adopted)
         moved = mirrored = False
@@ -142,6 +139,24 @@ class Transaction:
             self.state = store.state()  # reloads the view from the new HEAD
             store.committed(None, len(changes))
         return commit
+
+    def _log(self, commit: str, pending: PendingObjects,
+             paths: dict[str, tuple[str | None, str | None]], adopted: Mapping[str, str | None],
+             batch: bool) -> int:
+        """Append the write's record to the log and flush it; the log's size. A batch's
+        record names only the move (its pack is written and fsynced already); any other
+        carries the objects, and their pack is written while the disk flushes the record:
+        nothing names the pack before the branch moves, after the flush (a kill before
+        then leaves a record whose branch never moved, undone by the next open)."""
+        wal, git, old = self.store.wal, self.store.git, self.state.head
+        kept = {p: b for p, b in adopted.items() if b is not None}
+        if batch:
+            return wal.append(WalRecord(old, commit, [], paths, kept, []))
+        pack = git.encode(pending)
+        assert pack is not None  # a commit at least
+        objects = [(sha, kind, raw) for sha, (kind, raw) in pending.items.items()]
+        return wal.append(WalRecord(old, commit, objects, paths, kept, [pack.name]),
+                          meanwhile=lambda: git.put(pack, pending, durable=False))
 
     def advance(self, target: str, reason: str) -> None:
         """Move the branch forward to ``target``, an existing commit that descends from

@@ -1,0 +1,98 @@
+"""filemem.files.flushing: a write's flush in a helper thread while its pack is written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from filemem.files import flushing
+
+
+def test_the_work_runs_while_the_flush_is_underway(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flush waits for an event only the work sets: one after the other, it would
+    time out (and the flush would report it)."""
+    worked = threading.Event()
+    synced: list[int] = []
+
+    def sync(fd: int) -> None:
+        if not worked.wait(timeout=30):
+            raise TimeoutError("the work did not run during the flush")
+        synced.append(fd)
+
+    monkeypatch.setattr(flushing, "_sync", sync)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        flushing.flush_while(fd, worked.set)
+    finally:
+        os.close(fd)
+    assert synced == [fd]
+
+
+def test_the_flush_is_done_when_it_returns(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    done: list[bool] = []
+
+    def sync(fd: int) -> None:
+        release.wait(timeout=30)
+        done.append(True)
+
+    monkeypatch.setattr(flushing, "_sync", sync)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        flushing.flush_while(fd, lambda: (release.set(), done.append(False)))
+    finally:
+        os.close(fd)
+    assert done == [False, True]  # the work's mark, then the flush's, before the return
+
+
+def test_a_failed_flush_is_raised(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    os.close(fd)  # a closed descriptor: EBADF from the helper thread
+    ran: list[bool] = []
+    with pytest.raises(OSError) as caught:
+        flushing.flush_while(fd, lambda: ran.append(True))
+    assert ran == [True] and caught.value.errno == 9
+
+
+def test_the_works_error_is_raised_after_the_flush(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(flushing, "_sync", synced.append)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+
+    def work() -> None:
+        raise ValueError("the pack could not be written")
+
+    try:
+        with pytest.raises(ValueError, match="the pack"):
+            flushing.flush_while(fd, work)
+    finally:
+        os.close(fd)
+    assert synced == [fd]  # the descriptor was not closed under the helper
+
+
+def test_a_forked_child_flushes_with_a_helper_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    flushing.flush_while(fd, lambda: None)  # the parent's helper runs
+    pid = os.fork()
+    if pid == 0:  # the parent's helper thread is not in the child
+        code = 1
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a child waiting on a helper it
+        signal.alarm(30)                                # lacks is killed, not left hanging
+        try:
+            os.write(fd, b"child")
+            flushing.flush_while(fd, lambda: None)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert path.read_bytes() == b"child"
