@@ -157,7 +157,7 @@ class Provider:
         from filemem import approval
 
         payload = prep.payload
-        config = self.config()  # one view of HEAD for the checks and the policy
+        config = self.config(prep.state)  # one view of HEAD for the checks and the policy
         found = self._checked(prep, config)  # a blocking finding refuses before anyone is asked
         replay = _REPLAY.get()
         gate = self.gate

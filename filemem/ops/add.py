@@ -56,7 +56,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         return {"entry": core.protocol(entry),
                 "usage": core.usage(txn.state, entry.track, entry.scope)}
 
-    return Prepared(payload, apply, texts=(spec.text,))
+    return Prepared(payload, apply, texts=(spec.text,), state=state)
 
 
 OP = Operation("add", prepare, in_layer("Add a memory entry to"), {"add": ADDED},

@@ -51,6 +51,7 @@ class Prepared(NamedTuple):
     targets: Sequence[Entry] = ()
     match: str = ""
     texts: tuple[str, ...] = ()  # the new texts it would store: what the checks scan
+    state: State | None = None  # the view it was prepared on: its configuration decides
 
 
 class Core(NamedTuple):

@@ -79,7 +79,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         return {"removed": removed, "entry": core.protocol(entry),
                 "usage": core.usage(txn.state, track, scope)}
 
-    return Prepared(payload, apply, targets, ", ".join(matches), texts=(text,))
+    return Prepared(payload, apply, targets, ", ".join(matches), texts=(text,), state=state)
 
 
 OP = Operation("consolidate", prepare, in_layer("Consolidate memory entries in"),

@@ -60,7 +60,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
             subject=f"remove {track}/{scope}: {current.text}", body=current.text)
         return {"entry": removed, "usage": core.usage(txn.state, track, scope)}
 
-    return Prepared(payload, apply, [target], match)
+    return Prepared(payload, apply, [target], match, state=state)
 
 
 OP = Operation("remove", prepare, in_layer("Remove a memory entry from"),

@@ -78,7 +78,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
         return {"previous": previous, "entry": core.protocol(new),
                 "usage": core.usage(txn.state, track, scope)}
 
-    return Prepared(payload, apply, [target], match, texts=(text,))
+    return Prepared(payload, apply, [target], match, texts=(text,), state=state)
 
 
 OP = Operation("replace", prepare, in_layer("Replace a memory entry in"),

@@ -72,7 +72,7 @@ def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
                        body=summary)
             return {"added": len(made), "entries": [core.protocol(e) for e in made]}
 
-        return Prepared(payload, apply, texts=tuple(s.text for s in specs))
+        return Prepared(payload, apply, texts=tuple(s.text for s in specs), state=state)
 
     return prepare
 
