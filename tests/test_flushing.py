@@ -77,6 +77,18 @@ def test_the_works_error_is_raised_after_the_flush(tmp_path: Path,
     assert synced == [fd]  # the descriptor was not closed under the helper
 
 
+def test_when_both_fail_the_works_error_is_raised(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    os.close(fd)  # the flush fails too (EBADF)
+
+    def work() -> None:
+        raise ValueError("the pack could not be written")
+
+    with pytest.raises(ValueError, match="the pack") as caught:
+        flushing.flush_while(fd, work)
+    assert caught.value.__context__ is None  # not buried under the flush's error
+
+
 def test_a_forked_child_flushes_with_a_helper_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "f"
     fd = os.open(path, os.O_RDWR | os.O_CREAT)

@@ -28,8 +28,12 @@ def flush_while(fd: int, work: Callable[[], object] | None = None) -> None:
     flush = _Flush(fd)
     try:
         work()
-    finally:
-        flush.wait()
+    except BaseException:
+        flush.wait()  # the work's error is the one raised; the record is cut off anyway
+        raise
+    failed = flush.wait()
+    if failed is not None:
+        raise failed
 
 
 class _Flush:
@@ -51,9 +55,9 @@ class _Flush:
         finally:
             self._done.release()
 
-    def wait(self) -> None:
+    def wait(self) -> BaseException | None:
         """Return once the flush is done (even if interrupted meanwhile: the caller then
-        closes the descriptor the helper is using); its error if it failed."""
+        closes the descriptor the helper is using), with its error if it failed."""
         interrupted: BaseException | None = None
         while True:
             try:
@@ -63,8 +67,7 @@ class _Flush:
                 interrupted = interrupted or exc
         if interrupted is not None:
             raise interrupted
-        if self._error is not None:
-            raise self._error
+        return self._error
 
 
 _jobs: queue.SimpleQueue[tuple[_Flush, int]] | None = None
