@@ -258,3 +258,38 @@ def test_a_file_read_by_position_reads_as_the_parsers_read_it(
         assert fast == _decoded_or_error(bytes(data))
     if how == "keep":
         assert codec._as_written(bytes(data)) == entry
+
+
+_NAMES = ["a", "a.md", "a-", "a0", "ab", "b.md"]
+_PATHS = [f"{top}/{name}" for top in ("x", "x.y", "x-y") for name in _NAMES] + \
+    ["x0", "x.z", "w/x/a", "w/x.y/a", "w/x-y", "w/x0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(_PATHS),
+                                st.one_of(st.none(), st.binary(max_size=6)),
+                                min_size=1, max_size=8),
+                min_size=1, max_size=10))
+def test_every_spliced_tree_is_in_gits_order(batches: list[dict[str, bytes | None]]) -> None:
+    """Trees a write splices keep their entries in git's order from one write to the next
+    (a folder sorts as ``name/``: after ``x-y`` and ``x.y``, before ``x0``); new names go
+    into their places. Each tree made is byte for byte what sorting it whole gives."""
+    import subprocess
+    import tempfile
+
+    from filemem.files.gitrepo import GitRepo, PendingObjects, serialize_tree
+
+    with tempfile.TemporaryDirectory() as root:
+        subprocess.run(["git", "init", "-q", root], check=True)
+        repo = GitRepo(root)
+        tree: str | None = None
+        for batch in batches:
+            pending = PendingObjects()
+            if tree is None and all(v is None for v in batch.values()):
+                continue  # nothing to delete from an empty tree
+            tree, _ = repo.splice(tree, batch, pending)
+            made = {sha: raw for sha, (kind, raw) in pending.items.items() if kind == b"tree"}
+            assert tree in made or not any(v is not None for v in batch.values())
+            for sha, raw in made.items():
+                assert raw == serialize_tree(repo.read_tree(sha)), sha
+

@@ -10,6 +10,7 @@ the common cases are read without it (:mod:`.objread`).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import heapq
@@ -19,7 +20,7 @@ import re
 import time
 import weakref
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from filemem.files import atomic, gitstate, modes, objread, packwrite
@@ -58,7 +59,9 @@ def object_sha(kind: bytes, raw: bytes) -> str:
     return digest.hexdigest()
 
 
-_Entries = dict[str, tuple[bytes, bytes]]  # name -> (git's sort key, the entry's bytes)
+# name -> (git's sort key, the entry's bytes), in git's order: a tree kept between writes is
+# joined as it stands (sorting 1,000 entries with a few out of place took 60-170 µs a write)
+_Entries = dict[str, tuple[bytes, bytes]]
 
 
 def _entry(name: str, mode: int, sha: str) -> tuple[bytes, bytes]:
@@ -73,6 +76,22 @@ _second: Final = operator.itemgetter(1)
 
 def _joined(entries: _Entries) -> bytes:
     return b"".join(map(_second, sorted(entries.values())))  # keys are unique
+
+
+def _sort_key(item: tuple[str, tuple[bytes, bytes]]) -> bytes:
+    return item[1][0]
+
+
+def _in_order(entries: Iterable[tuple[str, tuple[bytes, bytes]]]) -> _Entries:
+    return dict(sorted(entries, key=_sort_key))
+
+
+def _with_new(entries: _Entries, new: list[tuple[str, tuple[bytes, bytes]]]) -> _Entries:
+    """``entries`` (in git's order) with ``new`` names put in their places."""
+    items = list(entries.items())
+    for item in new:
+        items.insert(bisect.bisect_left(items, item[1][0], key=_sort_key), item)
+    return dict(items)
 
 
 def serialize_tree(tree: Mapping[str, tuple[int, str]]) -> bytes:
@@ -463,15 +482,22 @@ class GitRepo:
                 new_child = build(child, group, f"{prefix}{name}/")
                 changed[name] = None if new_child is None else (TREE_MODE, new_child)
             base = before.get(tree_sha) if tree_sha else None
+            # (a tree read from the cache has the names a write added last, not in order)
             entries = base.copy() if base is not None else \
-                {name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()}
+                _in_order((name, _entry(name, mode, sha)) for name, (mode, sha) in tree.items())
+            new: list[tuple[str, tuple[bytes, bytes]]] = []
             for name, item in changed.items():
                 if item is None:
                     tree.pop(name, None)
                     entries.pop(name, None)
                 else:
                     tree[name] = item
-                    entries[name] = _entry(name, *item)
+                    if name in entries:
+                        entries[name] = _entry(name, *item)
+                    else:
+                        new.append((name, _entry(name, *item)))
+            if new:
+                entries = _with_new(entries, new)
             if tree_sha is not None:
                 # the version this one replaces goes: else a long-running process kept
                 # every version of every folder it wrote (~4 MB per 1,000 adds, unbounded
@@ -479,7 +505,7 @@ class GitRepo:
                 self._trees.pop(tree_sha, None)
             if not tree and prefix:
                 return None  # git has no empty folders
-            sha = pending.add(b"tree", _joined(entries))
+            sha = pending.add(b"tree", b"".join(map(_second, entries.values())))
             _remember(self._trees, sha, tree)
             made[sha] = entries
             return sha
