@@ -7,6 +7,7 @@ import copy
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -293,3 +294,42 @@ def test_every_spliced_tree_is_in_gits_order(batches: list[dict[str, bytes | Non
             for sha, raw in made.items():
                 assert raw == serialize_tree(repo.read_tree(sha)), sha
 
+
+def test_an_approved_write_on_the_view_it_was_resolved_on_searches_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replace or remove finds its entry before anyone is asked, and again under the
+    lock; where HEAD did not move in between it is the same view, and the layer is not
+    searched a second time. Where it moved (another write meanwhile), it is."""
+    from filemem.rules import matching
+
+    p = filemem.open_store(tmp_path / "s", create=True, write_policy="auto", budgets=BIG)
+    w = filemem.write_context(session_id="s1", cwd="/work/proj")
+    for i in range(5):
+        p.add({"track": "user", "scope": "user-global", "text": f"note {i}"}, w)
+    searched: list[str] = []
+    real = matching.candidates
+
+    def counting(entries: Any, match: str, *args: Any) -> list[Any]:
+        searched.append(match)
+        return real(entries, match, *args)
+
+    monkeypatch.setattr(matching, "candidates", counting)
+    p.replace({"track": "user", "scope": "user-global", "match": "note 1", "text": "one"}, w)
+    p.remove({"track": "user", "scope": "user-global", "match": "note 2"}, w)
+    assert searched == ["note 1", "note 2"]
+
+    other = filemem.open_store(tmp_path / "s", write_policy="auto", budgets=BIG)
+    asked: list[str] = []
+
+    def gate(request: filemem.ApprovalRequest) -> str:  # another write lands meanwhile
+        asked.append(request.title)
+        other.add({"track": "user", "scope": "user-global", "text": "meanwhile"}, w)
+        return "allowed-once"
+
+    q = filemem.open_store(tmp_path / "s", write_policy="ask", gate=gate, budgets=BIG)
+    searched.clear()
+    q.remove({"track": "user", "scope": "user-global", "match": "note 3"}, w)
+    assert len(asked) == 1 and searched == ["note 3", "note 3"]
+    assert "note 3" not in [e["text"] for e in q.list_entries()]
+    for x in (p, other, q):
+        x.close()

@@ -199,8 +199,12 @@ def created_at(state: State, count: int = 1) -> int:
     return max(now_ms() - count + 1, state.newest_created() + 1)
 
 
-def reresolve(state: State, search: matching.Search, approved: Entry) -> Entry:
-    """After approval: the same visible set must still resolve to the approved entry."""
+def reresolve(state: State, search: matching.Search, approved: Entry,
+              prepared_on: State | None = None) -> Entry:
+    """After approval: the same visible set must still resolve to the approved entry. On
+    the very view it was resolved on (``prepared_on``: HEAD did not move) it does."""
+    if state is prepared_on:
+        return approved
     found = matching.candidates(state.layer(search.track, search.scope), search.match,
                                 search.workspace_key, search.agent_key)
     if len(found) > 1:

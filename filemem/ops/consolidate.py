@@ -60,7 +60,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
 
     def apply(txn: Transaction, decision: Decision) -> ConsolidateResult:
         st = txn.state
-        current = [reresolve(st, q, t)
+        current = [reresolve(st, q, t, state)
                    for q, t in zip(searches, targets, strict=False)]
         core.check_budget(st, track, scope, utf16_len(text) - sum(t.size for t in current))
         entry = spec.make(w, created_at(st))

@@ -52,7 +52,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
                         "text": target.text, "source": target.source}
 
     def apply(txn: Transaction, decision: Decision) -> AddResult:
-        current = reresolve(txn.state, search, target)
+        current = reresolve(txn.state, search, target, state)
         removed = core.protocol(current)
         txn.commit(deletes=[current], rows=[row(
             "remove", track=track, scope=scope, entry_id=current.id, text=current.text,

@@ -63,7 +63,7 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
 
     def apply(txn: Transaction, decision: Decision) -> ReplaceResult:
         st = txn.state
-        current = reresolve(st, search, target)
+        current = reresolve(st, search, target, state)
         core.check_budget(st, track, scope, utf16_len(text) - current.size)
         new = current.revised(
             text=text, tags=current.tags if tags is None else tags,
