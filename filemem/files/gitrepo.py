@@ -10,40 +10,31 @@ the common cases are read without it (:mod:`.objread`).
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import heapq
-import operator
 import os
-import re
 import time
 import weakref
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
-from filemem.files import atomic, gitstate, modes, objread, packwrite
+from filemem.files import atomic, gitstate, modes, objread, packwrite, treebytes
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 from filemem.files.objread import Packs
+from filemem.files.treebytes import FILE_MODE, TREE_MODE, Tree, serialize_tree
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
-__all__ = ["GitError", "GitRepo", "RefLocked", "RepositoryDamaged"]
-FILE_MODE: Final = 0o100644
-TREE_MODE: Final = 0o40000
+__all__ = ["FILE_MODE", "TREE_MODE", "GitError", "GitRepo", "RefLocked", "RepositoryDamaged",
+           "Tree", "serialize_tree"]
 BRANCH: Final = "main"
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TREE_CACHE_MAX: Final = 20_000
 _ENTRIES_KEPT: Final = 4096  # tree entries kept encoded between writes (splice): ~1.5 MB
-# the modes git writes in a tree (fsck: any other, or zero-padded, is bad)
-_MODES: Final = {b"100644": FILE_MODE, b"100755": 0o100755, b"120000": 0o120000,
-                 b"160000": 0o160000, b"40000": TREE_MODE}
 IDENT_FOR_REFLOG: Final = "filemem <filemem@localhost>"
-
-Tree = dict[str, tuple[int, str]]  # name -> (mode, hex sha)
-
 
 class CommitInfo(NamedTuple):
     sha: str
@@ -57,75 +48,6 @@ def object_sha(kind: bytes, raw: bytes) -> str:
     digest = hashlib.sha1(b"%s %d\0" % (kind, len(raw)))
     digest.update(raw)  # not copied after its header first (a seed's commit is ~0.7 MB)
     return digest.hexdigest()
-
-
-# name -> (git's sort key, the entry's bytes), in git's order: a tree kept between writes is
-# joined as it stands (sorting 1,000 entries with a few out of place took 60-170 µs a write)
-_Entries = dict[str, tuple[bytes, bytes]]
-
-
-def _entry(name: str, mode: int, sha: str) -> tuple[bytes, bytes]:
-    """One tree entry's bytes, and the key git sorts it by (a folder sorts as ``name/``)."""
-    raw = name.encode("utf-8", "surrogateescape")
-    return (raw + b"/" if mode == TREE_MODE else raw,
-            b"%o %s\0%s" % (mode, raw, bytes.fromhex(sha)))
-
-
-_second: Final = operator.itemgetter(1)
-
-
-def _joined(entries: _Entries) -> bytes:
-    return b"".join(map(_second, sorted(entries.values())))  # keys are unique
-
-
-def _sort_key(item: tuple[str, tuple[bytes, bytes]]) -> bytes:
-    return item[1][0]
-
-
-def _in_order(entries: Iterable[tuple[str, tuple[bytes, bytes]]]) -> _Entries:
-    return dict(sorted(entries, key=_sort_key))
-
-
-def _with_new(entries: _Entries, new: list[tuple[str, tuple[bytes, bytes]]]) -> _Entries:
-    """``entries`` (in git's order) with ``new`` names put in their places."""
-    items = list(entries.items())
-    for item in new:
-        items.insert(bisect.bisect_left(items, item[1][0], key=_sort_key), item)
-    return dict(items)
-
-
-def serialize_tree(tree: Mapping[str, tuple[int, str]]) -> bytes:
-    return _joined({name: _entry(name, mode, sha) for name, (mode, sha) in tree.items()})
-
-
-_TREE_ENTRY: Final = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
-_WHOLE_TREE: Final = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)
-
-
-def _parse_tree(raw: bytes) -> Tree:
-    """name -> (mode, hex sha); ValueError unless ``raw`` is entries and nothing else
-    (two regular expressions: a third less time than a loop over the entries)."""
-    if _WHOLE_TREE.fullmatch(raw) is None:
-        raise ValueError("not a tree")
-    modes = _MODES
-    return {name.decode("utf-8", "surrogateescape"):
-            (modes[mode] if mode in modes else int(mode, 8), sha.hex())
-            for mode, name, sha in _TREE_ENTRY.findall(raw)}
-
-
-def _tree_items(raw: bytes) -> list[tuple[bytes, bytes, str]]:
-    """A tree's entries exactly as stored, in order: (name, mode, hex sha); GitError if it
-    is not a well-formed tree."""
-    items = []
-    pos, end = 0, len(raw)
-    while pos < end:
-        space = raw.find(b" ", pos)
-        nul = raw.find(b"\0", space + 1)
-        if space < 0 or nul < 0 or nul + 21 > end:
-            raise GitError("a malformed tree object")
-        items.append((raw[space + 1:nul], raw[pos:space], raw[nul + 1:nul + 21].hex()))
-        pos = nul + 21
-    return items
 
 
 class PendingObjects:
@@ -175,7 +97,7 @@ class GitRepo:
         self._repo: Repo | None = None
         self.packs = Packs(self.git_dir)
         self._trees: dict[str, Tree] = {}
-        self._entries: dict[str, _Entries] = {}  # trees recent splices made (see there)
+        self._entries: dict[str, treebytes.Entries] = {}  # trees recent splices made (see there)
         self._commits: dict[str, CommitInfo] = {}
 
     # ------------------------------------------------------------ set-up
@@ -378,7 +300,7 @@ class GitRepo:
         if tree is None:
             raw = self._read_kind(sha, b"tree", path)
             try:
-                parsed = _parse_tree(raw)
+                parsed = treebytes.parse(raw)
             except (ValueError, IndexError):
                 raise self.damaged("tree", sha, "is not a valid tree", path) from None
             tree = _remember(self._trees, sha, parsed)
@@ -458,8 +380,8 @@ class GitRepo:
         # the trees recent writes made, entry by entry: a write's trees start from them, so
         # a tree changed again (a seed after a seed, an add beside an earlier one, in any
         # of the layers written lately) encodes only its changed entries
-        before: dict[str, _Entries] = self._entries
-        made: dict[str, _Entries] = {}
+        before: dict[str, treebytes.Entries] = self._entries
+        made: dict[str, treebytes.Entries] = {}
 
         def build(tree_sha: str | None, sub: Mapping[str, bytes | None], prefix: str) -> str | None:
             # .copy(): dict() of a dict with a hole (a removal) inserts key by key
@@ -483,9 +405,9 @@ class GitRepo:
                 changed[name] = None if new_child is None else (TREE_MODE, new_child)
             base = before.get(tree_sha) if tree_sha else None
             # (a tree read from the cache has the names a write added last, not in order)
-            entries = base.copy() if base is not None else \
-                _in_order((name, _entry(name, mode, sha)) for name, (mode, sha) in tree.items())
-            new: list[tuple[str, tuple[bytes, bytes]]] = []
+            entries = base.copy() if base is not None else treebytes.in_order(
+                (name, treebytes.entry(name, mode, sha)) for name, (mode, sha) in tree.items())
+            new: list[treebytes.Item] = []
             for name, item in changed.items():
                 if item is None:
                     tree.pop(name, None)
@@ -493,11 +415,11 @@ class GitRepo:
                 else:
                     tree[name] = item
                     if name in entries:
-                        entries[name] = _entry(name, *item)
+                        entries[name] = treebytes.entry(name, *item)
                     else:
-                        new.append((name, _entry(name, *item)))
+                        new.append((name, treebytes.entry(name, *item)))
             if new:
-                entries = _with_new(entries, new)
+                entries = treebytes.with_new(entries, new)
             if tree_sha is not None:
                 # the version this one replaces goes: else a long-running process kept
                 # every version of every folder it wrote (~4 MB per 1,000 adds, unbounded
@@ -505,7 +427,7 @@ class GitRepo:
                 self._trees.pop(tree_sha, None)
             if not tree and prefix:
                 return None  # git has no empty folders
-            sha = pending.add(b"tree", b"".join(map(_second, entries.values())))
+            sha = pending.add(b"tree", treebytes.joined(entries))
             _remember(self._trees, sha, tree)
             made[sha] = entries
             return sha
@@ -586,7 +508,7 @@ def _remember(cache: dict[str, _V], key: str, value: _V) -> _V:
     return value
 
 
-def _keep_entries(kept: dict[str, _Entries], made: dict[str, _Entries]) -> None:
+def _keep_entries(kept: dict[str, treebytes.Entries], made: dict[str, treebytes.Entries]) -> None:
     """Add the trees a splice made to those kept (newest last), then drop the oldest until
     :data:`_ENTRIES_KEPT` entries are kept in all, but never one just made."""
     for sha in made:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from filemem.files.gitrepo import _MODES, TREE_MODE, GitError, GitRepo, _tree_items
+from filemem.files.gitrepo import TREE_MODE, GitError, GitRepo
+from filemem.files.treebytes import MODES, stored_items
 
 
 def first_bad_path(git: GitRepo, tree: str, check: Callable[[str, int], str | None],
@@ -19,7 +20,7 @@ def first_bad_path(git: GitRepo, tree: str, check: Callable[[str, int], str | No
     if tree == known:
         return None
     try:
-        items = _tree_items(git._read_kind(tree, b"tree"))
+        items = stored_items(git._read_kind(tree, b"tree"))
     except (GitError, KeyError) as exc:
         return prefix.rstrip("/") or "/", f"an unreadable tree ({exc})"
     have = git.read_tree(known) if known else {}
@@ -30,7 +31,7 @@ def first_bad_path(git: GitRepo, tree: str, check: Callable[[str, int], str | No
             name = raw_name.decode("utf-8")
         except UnicodeDecodeError:
             return path, "a name that is not UTF-8"
-        mode = _MODES.get(raw_mode)
+        mode = MODES.get(raw_mode)
         if "/" in name or not name:
             return path, "a name that is empty or holds '/' (git never writes one)"
         if mode is None:
