@@ -266,6 +266,14 @@ _PATHS = [f"{top}/{name}" for top in ("x", "x.y", "x-y") for name in _NAMES] + \
     ["x0", "x.z", "w/x/a", "w/x.y/a", "w/x-y", "w/x0"]
 
 
+def _git_order(tree: dict[str, tuple[int, str]]) -> bytes:
+    """A tree's bytes as git writes them: by name, a folder's as if it ended in ``/``."""
+    items = sorted(tree.items(), key=lambda kv: kv[0].encode() + (b"/" if kv[1][0] == 0o40000
+                                                                   else b""))
+    return b"".join(b"%o %s\0%s" % (mode, name.encode(), bytes.fromhex(sha))
+                    for name, (mode, sha) in items)
+
+
 @settings(max_examples=60, deadline=None)
 @example([{"x/a": None, "x.y/a": b""}, {"x/a": b"", "x.y/a": None}])  # a tree made again
 @given(st.lists(st.dictionaries(st.sampled_from(_PATHS),
@@ -279,22 +287,28 @@ def test_every_spliced_tree_is_in_gits_order(batches: list[dict[str, bytes | Non
     import subprocess
     import tempfile
 
-    from filemem.files.gitrepo import GitRepo, PendingObjects, serialize_tree
+    from filemem.files import treebytes
+    from filemem.files.gitrepo import GitRepo, PendingObjects
 
-    with tempfile.TemporaryDirectory() as root:
-        subprocess.run(["git", "init", "-q", root], check=True)
-        repo = GitRepo(root)
-        tree: str | None = None
-        for batch in batches:
-            pending = PendingObjects()
-            if tree is None and all(v is None for v in batch.values()):
-                continue  # nothing to delete from an empty tree
-            tree, _ = repo.splice(tree, batch, pending)
-            repo.write(pending)  # a tree the cache let go of is read back from git
-            made = {sha: raw for sha, (kind, raw) in pending.items.items() if kind == b"tree"}
-            assert tree in made or not any(v is not None for v in batch.values())
-            for sha, raw in made.items():
-                assert raw == serialize_tree(repo.read_tree(sha)), sha
+    few = treebytes._FEW
+    try:
+        for treebytes._FEW in (few, 0):  # new names put in one by one, or all sorted again
+            with tempfile.TemporaryDirectory() as root:
+                subprocess.run(["git", "init", "-q", root], check=True)
+                repo = GitRepo(root)
+                tree: str | None = None
+                for batch in batches:
+                    pending = PendingObjects()
+                    if tree is None and all(v is None for v in batch.values()):
+                        continue  # nothing to delete from an empty tree
+                    tree, _ = repo.splice(tree, batch, pending)
+                    repo.write(pending)  # a tree the cache let go of is read back from git
+                    made = {sha: raw for sha, (kind, raw) in pending.items.items()
+                            if kind == b"tree"}
+                    for sha, raw in made.items():
+                        assert raw == _git_order(repo.read_tree(sha)), sha
+    finally:
+        treebytes._FEW = few
 
 
 def test_an_approved_write_on_the_view_it_was_resolved_on_searches_once(
