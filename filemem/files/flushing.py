@@ -10,9 +10,11 @@ are done. One helper thread per process, started on first use (again in a forked
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Callable
+from typing import Final
+
+from filemem.files.helper import Helper
 
 
 def _sync(fd: int) -> None:
@@ -45,7 +47,7 @@ class _Flush:
         self._done = threading.Lock()
         self._done.acquire()  # released by the helper once the flush returned
         self._error: BaseException | None = None
-        _helper().put((self, fd))
+        _helper.put((self, fd))
 
     def run(self, fd: int) -> None:
         try:
@@ -70,20 +72,9 @@ class _Flush:
         return self._error
 
 
-_jobs: queue.SimpleQueue[tuple[_Flush, int]] | None = None
-_owner = 0  # the process the helper thread runs in
+def _run(job: tuple[_Flush, int]) -> None:
+    flush, fd = job
+    flush.run(fd)
 
 
-def _helper() -> queue.SimpleQueue[tuple[_Flush, int]]:
-    global _jobs, _owner
-    if _jobs is None or _owner != os.getpid():
-        _jobs, _owner = queue.SimpleQueue(), os.getpid()
-        threading.Thread(target=_serve, args=(_jobs,), name="filemem-flush",
-                         daemon=True).start()
-    return _jobs
-
-
-def _serve(jobs: queue.SimpleQueue[tuple[_Flush, int]]) -> None:
-    while True:
-        flush, fd = jobs.get()
-        flush.run(fd)
+_helper: Final = Helper("filemem-flush", _run)

@@ -24,13 +24,12 @@ import os
 import stat
 import threading
 from collections.abc import Iterator
-from queue import SimpleQueue
+
+from filemem.files.helper import Helper
 
 _ON: bool = os.name == "posix"
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _local = threading.local()  # .held: the open files of the current deferred() block
-_start = threading.Lock()
-_queue: SimpleQueue[int | threading.Event] | None = None
 
 
 @contextlib.contextmanager
@@ -46,10 +45,8 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _local.held = None
-        if held:
-            q = _closer()
-            for fd in held:
-                q.put(fd)
+        for fd in held:
+            _closer.put(fd)
 
 
 def replace(src: str, dst: str) -> None:
@@ -86,40 +83,26 @@ def _open_regular(path: str) -> int | None:
 def drain() -> None:
     """Wait until every file handed over so far is closed (benchmarks: before a floor
     sample, so the freeing does not run inside it)."""
-    if _queue is None:
+    if not _closer.started:
         return
     done = threading.Event()
-    _queue.put(done)
+    _closer.put(done)
     done.wait()
 
 
-def _closer() -> SimpleQueue[int | threading.Event]:
-    global _queue
-    with _start:
-        if _queue is None:
-            q: SimpleQueue[int | threading.Event] = SimpleQueue()
-            threading.Thread(target=_close_all, args=(q,), name="filemem-retire",
-                             daemon=True).start()
-            _queue = q
-    return _queue
-
-
-def _close_all(q: SimpleQueue[int | threading.Event]) -> None:
-    while True:
-        item = q.get()
-        if isinstance(item, threading.Event):
-            item.set()
-            continue
+def _close(item: int | threading.Event) -> None:
+    if isinstance(item, threading.Event):
+        item.set()
+    else:
         with contextlib.suppress(OSError):
             os.close(item)
 
 
 def _forked() -> None:
-    """A forked child has the queue but not the thread: it starts its own when needed."""
-    global _queue
-    _queue = None
+    """A forked child holds none of its parent's deferred files."""
     _local.held = None
 
 
+_closer: Helper[int | threading.Event] = Helper("filemem-retire", _close)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
