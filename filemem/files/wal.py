@@ -2,9 +2,9 @@
 
 A write appends one record to ``.filemem/wal`` (its new objects, the branch move from old
 to new commit, and the paths it changes) and fdatasyncs that one file, which already
-exists: no folder fsync. The write's pack, the branch's ref, the journal, the working
-tree and git's index are then written without fsync, so a write costs about one disk
-flush instead of ten.
+exists: no folder fsync. The write's pack (while that flush runs), then the branch's ref,
+the working tree and git's index are written without fsync, so a write costs about one
+disk flush instead of ten.
 
 Why that keeps the promise (a write that returned survives a crash): a killed process
 loses nothing the kernel already has, so only a power cut or a kernel crash can lose
