@@ -108,3 +108,30 @@ def test_a_forked_child_flushes_with_a_helper_of_its_own(tmp_path: Path) -> None
     os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0
     assert path.read_bytes() == b"child"
+
+
+def test_where_no_thread_can_start_the_flush_is_done_in_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At interpreter shutdown a thread cannot be started (an exit handler may still
+    write): the helper's work is done by the caller, in order, and nothing is lost."""
+    from filemem.files import helper
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    done: list[str] = []
+    late = helper.Helper("late", lambda item: done.append(item))
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    late.put("first")
+    late.put("second")
+    assert done == ["first", "second"] and not late.started
+
+    synced: list[int] = []
+    monkeypatch.setattr(flushing, "_helper", helper.Helper("late-flush", flushing._run))
+    monkeypatch.setattr(flushing, "_sync", synced.append)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        flushing.flush_while(fd, lambda: synced.append(-1))
+    finally:
+        os.close(fd)
+    assert synced == [fd, -1]  # flushed first, then the work: not overlapped, still done

@@ -31,7 +31,7 @@ def flush_while(fd: int, work: Callable[[], object] | None = None) -> None:
     try:
         work()
     except BaseException:
-        flush.wait()  # the work's error is the one raised; the record is cut off anyway
+        flush.wait()  # the work's error is the one raised (the caller undoes its own)
         raise
     failed = flush.wait()
     if failed is not None:

@@ -29,15 +29,23 @@ class Helper(Generic[T]):
         return self._queue is not None
 
     def put(self, item: T) -> None:
+        """Hand ``item`` to the thread; handled here and now where no thread can be started
+        (at interpreter shutdown, where an exit handler may still write)."""
         queue = self._queue
         if queue is None:
             with self._start:
                 queue = self._queue
                 if queue is None:
                     queue = SimpleQueue()
-                    threading.Thread(target=self._serve, args=(queue,), name=self.name,
-                                     daemon=True).start()
+                    try:
+                        threading.Thread(target=self._serve, args=(queue,), name=self.name,
+                                         daemon=True).start()
+                    except RuntimeError:
+                        queue = None
                     self._queue = queue
+        if queue is None:
+            self._handle(item)
+            return
         queue.put(item)
 
     def _serve(self, queue: SimpleQueue[T]) -> None:
