@@ -253,11 +253,11 @@ class Store:
         cfg, problem = self._read_config(config_blob)
         if base is not None and any(r.startswith(_DUPLICATE) for r in base.corrupt.values()):
             base = None  # a duplicate may have been resolved: decide again from scratch
-        if base is not None:
-            entries = dict(base.entries)
-            paths = dict(base.paths)
-            blobs = dict(base.blobs)
-            corrupt = dict(base.corrupt)
+        if base is not None:  # .copy(): a view with a removal's hole, as in state.evolve
+            entries = base.entries.copy()
+            paths = base.paths.copy()
+            blobs = base.blobs.copy()
+            corrupt = base.corrupt.copy()
             noncanonical = set(base.noncanonical)
             changes = [(p, new) for p, _old, new in self.git.diff(base.tree, commit.tree)
                        if in_entry_folder(p)]
