@@ -127,7 +127,7 @@ def test_where_no_thread_can_start_the_flush_is_done_in_line(
     assert done == ["first", "second"] and not late.started
 
     synced: list[int] = []
-    monkeypatch.setattr(flushing, "_helper", helper.Helper("late-flush", flushing._run))
+    monkeypatch.setattr(flushing, "_helper", helper.Helper("late-flush", flushing._Flush.run))
     monkeypatch.setattr(flushing, "_sync", synced.append)
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
     try:

@@ -41,17 +41,18 @@ def flush_while(fd: int, work: Callable[[], object] | None = None) -> None:
 class _Flush:
     """One flush handed to the helper; ``fd`` must stay open until :meth:`wait`."""
 
-    __slots__ = ("_done", "_error")
+    __slots__ = ("_done", "_error", "_fd")
 
     def __init__(self, fd: int) -> None:
+        self._fd = fd
         self._done = threading.Lock()
         self._done.acquire()  # released by the helper once the flush returned
         self._error: BaseException | None = None
-        _helper.put((self, fd))
+        _helper.put(self)
 
-    def run(self, fd: int) -> None:
+    def run(self) -> None:
         try:
-            _sync(fd)
+            _sync(self._fd)
         except BaseException as exc:  # handed to the waiter
             self._error = exc
         finally:
@@ -72,9 +73,4 @@ class _Flush:
         return self._error
 
 
-def _run(job: tuple[_Flush, int]) -> None:
-    flush, fd = job
-    flush.run(fd)
-
-
-_helper: Final = Helper("filemem-flush", _run)
+_helper: Final = Helper("filemem-flush", _Flush.run)
