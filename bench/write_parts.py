@@ -6,10 +6,12 @@ timer wrapped around each part of the write path, and prints each part's median 
 
 - ``prepare``: checks the input, finds the entry (replace/remove), checks the budget;
 - ``trees``: the changed entry file encoded, its blob and the trees up to the root hashed;
-- ``objects``: the new objects compressed into one small pack (in memory);
+- ``objects``: the new objects compressed into one small pack (in memory), while the disk
+  flushes the record;
 - ``pack``: that pack's two files written (not fsynced), while the disk flushes the record;
 - ``wal``: the write-ahead log record appended and fdatasynced (the one disk flush), less
-  the ``pack`` written meanwhile: what is left is the wait for the flush, if any;
+  the ``objects`` and ``pack`` made meanwhile: what is left is the wait for the flush, if
+  any;
 - ``settle``: the log record marked done once the working tree is in step (the record
   is the write's journal until then; not fsynced);
 - ``ref``: the branch's compare-and-swap (lock file, rename, reflog; not fsynced);

@@ -176,3 +176,30 @@ def test_a_pack_is_written_where_the_pack_folder_is_missing(tmp_path: Path) -> N
     name = packwrite.write(str(repo / ".git"), [(sha, b"blob", raw)], durable=True)
     assert (repo / ".git" / "objects" / "pack" / f"{name}.idx").is_file()
     assert _cat(repo, "blob", sha) == raw
+
+
+def test_a_writes_pack_is_named_by_its_objects_before_it_is_made(tmp_path: Path) -> None:
+    """A write's log record names its pack before the pack is made (it is made during the
+    record's flush): the name is the SHA-1 of the objects' sorted binary names, whatever
+    their order, and git reads the pack by that name. A merge's pack keeps git's naming,
+    after the pack's checksum."""
+    import hashlib
+
+    from filemem.files import gitrepo, packwrite
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    raws = [b"one note\n", b"another note\n", b"a third\n"]
+    items = [(gitrepo.object_sha(b"blob", raw), b"blob", raw) for raw in raws]
+    shas = [sha for sha, _, _ in items]
+    expected = "pack-" + hashlib.sha1(b"".join(sorted(map(bytes.fromhex, shas)))).hexdigest()
+    assert packwrite.name_of(shas) == packwrite.name_of(reversed(shas)) == expected
+    assert packwrite.encode(items).name == packwrite.encode(items[::-1]).name == expected
+    name = packwrite.write(str(repo / ".git"), items, durable=True)
+    assert name == expected
+    git(repo, "verify-pack", str(repo / ".git/objects/pack" / f"{name}.idx"))
+    for sha, _kind, raw in items:
+        assert _cat(repo, "blob", sha) == raw
+    pack = packwrite.encode(items)
+    merged = packwrite.assemble([(bytes.fromhex(s), packwrite.chunk(b"blob", r))
+                                 for s, _k, r in items])
+    assert merged.pack == pack.pack and merged.name == f"pack-{pack.pack[-20:].hex()}"

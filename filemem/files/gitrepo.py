@@ -451,6 +451,11 @@ class GitRepo:
         pack = self.encode(pending)
         return None if pack is None else self.put(pack, pending, durable)
 
+    @staticmethod
+    def pack_name(pending: PendingObjects) -> str:
+        """The name :meth:`encode` gives the pack of ``pending``, known before it is made."""
+        return packwrite.name_of(pending.items)
+
     def encode(self, pending: PendingObjects) -> packwrite.Pack | None:
         """The pack :meth:`write` writes, not yet written (None: no objects)."""
         items = [(sha, k, raw) for sha, (k, raw) in pending.items.items()]

@@ -1,8 +1,8 @@
 """One write under the store lock: :meth:`Transaction.commit` is the commit point.
 
 The write-ahead log's record (the one fsync; see filemem.files.wal), with the objects'
-pack written while it flushes (a seed's pack, or any pack where there is no log, is written
-and fsynced before), then the compare-and-swap of the branch (HeadMoved if it moved:
+pack made and written while it flushes (a seed's pack, or any pack where there is no log,
+is written and fsynced before), then the compare-and-swap of the branch (HeadMoved if it moved:
 someone used git), then the working tree and the index, then the record marked settled (or,
 without a log, a journal begun before the swap and cleared after). A write killed at any
 instant is finished or undone from HEAD by the next transaction or open; after a restart
@@ -147,18 +147,24 @@ class Transaction:
              batch: bool) -> int:
         """Append the write's record to the log and flush it; the log's size. A batch's
         record names only the move (its pack is written and fsynced already); any other
-        carries the objects, and their pack is written while the disk flushes the record:
+        carries the objects, and their pack is made and written while the disk flushes the
+        record (named by its objects, :func:`packwrite.name_of`, so the record can name it):
         nothing names the pack before the branch moves, after the flush (a kill before
         then leaves a record whose branch never moved, undone by the next open)."""
         wal, git, old = self.store.wal, self.store.git, self.state.head
         kept = {p: b for p, b in adopted.items() if b is not None}
         if batch:
             return wal.append(WalRecord(old, commit, [], paths, kept, []))
-        pack = git.encode(pending)
-        assert pack is not None  # a commit at least
         objects = [(sha, kind, raw) for sha, (kind, raw) in pending.items.items()]
-        return wal.append(WalRecord(old, commit, objects, paths, kept, [pack.name]),
-                          meanwhile=lambda: git.put(pack, pending, durable=False))
+
+        def make_pack() -> None:  # during the flush: the record names it by its objects
+            pack = git.encode(pending)
+            assert pack is not None and pack.name == name  # a commit at least
+            git.put(pack, pending, durable=False)
+
+        name = git.pack_name(pending)
+        return wal.append(WalRecord(old, commit, objects, paths, kept, [name]),
+                          meanwhile=make_pack)
 
     def advance(self, target: str, reason: str) -> None:
         """Move the branch forward to ``target``, an existing commit that descends from
