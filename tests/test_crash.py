@@ -124,7 +124,7 @@ def torn_create(path, data, *, durable, mode=0o600, dir_fd=None):
     os.write(fd, data[: len(data) // 2])  # half of the 40th new file, by its folder
     os._exit(9)
 
-def torn_index(self, timeout=5.0, lock=None):
+def torn_index(self, timeout=5.0, lock=None, meanwhile=None):
     with open(self.path + ".lock", "wb") as f:
         f.write(b"DIRC\\0\\0\\0")
     os._exit(9)

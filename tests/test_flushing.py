@@ -127,7 +127,7 @@ def test_where_no_thread_can_start_the_flush_is_done_in_line(
     assert done == ["first", "second"] and not late.started
 
     synced: list[int] = []
-    monkeypatch.setattr(flushing, "_helper", helper.Helper("late-flush", flushing._Flush.run))
+    monkeypatch.setattr(helper, "_tasks", helper.Helper("late-tasks", helper.Task.run))
     monkeypatch.setattr(flushing, "_sync", synced.append)
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
     try:
@@ -135,3 +135,31 @@ def test_where_no_thread_can_start_the_flush_is_done_in_line(
     finally:
         os.close(fd)
     assert synced == [fd, -1]  # flushed first, then the work: not overlapped, still done
+
+
+def test_a_task_beside_runs_on_the_helper_thread_in_order_and_hands_back_its_value() -> None:
+    from filemem.files import helper
+
+    release = threading.Event()
+    order: list[str] = []
+    first = helper.beside(lambda: (release.wait(timeout=30), order.append("first")))
+    second = helper.beside(lambda: (order.append("second"), threading.current_thread().name))
+    order.append("caller")  # both are waiting behind the event: the caller went on
+    release.set()
+    assert second.result()[1] == "filemem-helper"
+    assert order == ["caller", "first", "second"]
+    assert first.wait() is None and first.wait() is None  # waited for twice: still done
+
+
+def test_a_tasks_error_is_handed_to_its_waiter() -> None:
+    from filemem.files import helper
+
+    def fail() -> None:
+        raise OSError(28, "No space left on device")
+
+    task = helper.beside(fail)
+    error = task.wait()
+    assert isinstance(error, OSError) and error.errno == 28
+    with pytest.raises(OSError, match="No space"):
+        task.result()
+    assert helper.beside(lambda: 42).result() == 42  # the thread goes on after an error

@@ -337,6 +337,82 @@ def test_write_waits_for_index_lock_and_times_out(repo: Path) -> None:
     assert (repo / ".git" / "index").read_bytes() == before
 
 
+def _many_files(repo: Path, count: int) -> None:
+    """``count`` more committed files: an index over the size hashed beside the writer."""
+    folder = repo / "many"
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"note-{i:04d}-{'x' * 40}.md").write_text(f"note {i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many")
+
+
+def test_a_large_index_is_hashed_on_the_helper_thread_while_the_caller_works(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest waits for an event only the caller's ``meanwhile`` sets: hashed one after
+    the other, the write would time out. git reads what was written, stat data and all."""
+    import threading
+
+    from filemem.files import gitindex
+    _many_files(repo, 400)
+    index = GitIndex.load(git_dir(repo))
+    assert len(b"".join(index._values)) >= gitindex._HASH_BESIDE
+    worked = threading.Event()
+    hashed_on: list[str] = []
+    real_sha1 = hashlib.sha1
+
+    class Sha1Shim:
+        @staticmethod
+        def sha1(data: bytes) -> hashlib._Hash:
+            if len(data) >= gitindex._HASH_BESIDE:
+                hashed_on.append(threading.current_thread().name)
+                if not worked.wait(timeout=30):
+                    raise TimeoutError("the caller's work did not run while hashing")
+            return real_sha1(data)
+
+    monkeypatch.setattr(gitindex, "hashlib", Sha1Shim)
+    before = ls_git(repo)
+    index.write(meanwhile=worked.set)
+    assert hashed_on == ["filemem-helper"]
+    assert ls_git(repo) == before
+    assert git(repo, "diff-files", "--name-only") == ""
+    assert_clean_repo(repo)
+    git(repo, "fsck", "--strict")  # the checksum is checked here
+    assert ls_files(GitIndex.load(git_dir(repo))) == before  # and by our reader
+
+
+def test_a_small_index_is_hashed_in_line_and_meanwhile_still_runs(repo: Path) -> None:
+    import threading
+
+    from filemem.files import gitindex
+    index = GitIndex.load(git_dir(repo))
+    assert len(b"".join(index._values)) < gitindex._HASH_BESIDE
+    ran: list[str] = []
+    index.write(meanwhile=lambda: ran.append(threading.current_thread().name))
+    assert ran == [threading.current_thread().name]
+    git(repo, "fsck", "--strict")
+    assert_clean_repo(repo)
+
+
+def test_a_failed_digest_leaves_the_index_and_its_lock_as_they_were(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from filemem.files import gitindex
+    _many_files(repo, 400)
+    before = (repo / ".git" / "index").read_bytes()
+
+    class Failing:
+        @staticmethod
+        def sha1(data: bytes) -> hashlib._Hash:
+            raise MemoryError("no room to hash")
+
+    index = GitIndex.load(git_dir(repo))
+    monkeypatch.setattr(gitindex, "hashlib", Failing)
+    with pytest.raises(MemoryError, match="no room"):
+        index.write()
+    assert (repo / ".git" / "index").read_bytes() == before
+    assert not (repo / ".git" / "index.lock").exists()
+
+
 # ---------------------------------------------------------------- the provider's index
 
 

@@ -17,10 +17,10 @@ import hashlib
 import os
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
-from filemem.files import atomic
+from filemem.files import atomic, helper
 
 _HEADER = struct.Struct(">4sLL")
 _STAT = struct.Struct(">LLLLLLLLLL")
@@ -77,6 +77,7 @@ def _is_extended(raw: bytes) -> bool:
 
 
 _BULK: Final = 64  # entries set at once from which set_many sorts once
+_HASH_BESIDE: Final = 32 << 10  # bytes of index from which the helper thread hashes it
 
 
 class GitIndex:
@@ -283,17 +284,24 @@ class GitIndex:
                     ) from None
                 time.sleep(0.01)
 
-    def write(self, timeout: float = 5.0, lock: atomic.LockFile | None = None) -> None:
+    def write(self, timeout: float = 5.0, lock: atomic.LockFile | None = None,
+              meanwhile: Callable[[], object] | None = None) -> None:
         """Write through ``index.lock`` (``lock`` if the caller already holds it) and rename
         into place. Not fsynced (git does not fsync it either): it is rebuilt from HEAD if
-        lost."""
+        lost. ``meanwhile``: the caller's work, done while a large index is hashed."""
         # one buffer, its digest written after it: `header + entries` and `+= digest` were
         # two more copies of the whole index (~150 KB at 1,000 entries: ~60 µs a write)
         data = b"".join([_HEADER.pack(b"DIRC", 3 if self._extended else 2, len(self._keys)),
                          *self._values])
+        # a large index is hashed on the helper thread, without Python's lock, while this
+        # one writes it and does ``meanwhile`` (the SHA-1 of 150 KB is ~100 µs)
+        digest = helper.beside(lambda: hashlib.sha1(data).digest()) \
+            if len(data) >= _HASH_BESIDE else None
         with lock or self.lock(timeout) as held:
             held.write(data)
-            held.write(hashlib.sha1(data).digest())
+            if meanwhile is not None:
+                meanwhile()
+            held.write(hashlib.sha1(data).digest() if digest is None else digest.result())
             held.commit()
 
 

@@ -373,9 +373,10 @@ class Store:
         except TimeoutError as exc:  # git's index.lock stayed taken
             raise errors.StoreBusy(f"the store is busy: {exc}") from None
 
-    def _write_index(self, index: GitIndex, lock: LockFile | None = None) -> None:
+    def _write_index(self, index: GitIndex, lock: LockFile | None = None,
+                     meanwhile: Callable[[], object] | None = None) -> None:
         try:
-            index.write(lock=lock)
+            index.write(lock=lock, meanwhile=meanwhile)
         except TimeoutError as exc:  # git's index.lock stayed taken
             raise errors.StoreBusy(f"the store is busy: {exc}") from None
         st = os.stat(index.path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from filemem import errors
@@ -118,6 +118,12 @@ class Transaction:
         elif changes:
             store.journal.begin(st.head, commit, paths, adopted=adopted)
         moved = mirrored = False
+        evolved: list[State] = []  # the next view, made while git's index is hashed
+
+        def view() -> None:
+            if evolve_with is not None:
+                evolved.append(evolve(st, commit, tree, *evolve_with, blobs))
+
         try:
             with self._index_locked(bool(changes)) as lock:
                 if not self._swap(commit, subject, durable=not logged):
@@ -128,14 +134,16 @@ class Transaction:
                 mirrored = self._mirror(
                     commit, changes, blobs,
                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
-                    lock, checked)
+                    lock, checked, view)
         finally:  # settled once mirrored, or once sure the branch never moved
             if logged and (mirrored or (not moved and self._branch_not_at(commit))):
                 self._settle(commit)
         if wal_size > CHECKPOINT_BYTES:
             store.wal.checkpoint(git)
         if evolve_with is not None:
-            self.state = evolve(st, commit, tree, *evolve_with, blobs)
+            if not evolved:  # no index written (no change, or the mirror failed)
+                view()
+            self.state = evolved[0]
             store.committed(self.state, len(changes))
         else:
             self.state = store.state()  # reloads the view from the new HEAD
@@ -253,12 +261,14 @@ class Transaction:
 
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
                 new: set[str], lock: LockFile | None = None,
-                checked: set[str] | None = None) -> bool:
+                checked: set[str] | None = None,
+                meanwhile: Callable[[], object] | None = None) -> bool:
         """Put the files a commit changed into the working tree and the index, then clear
         the journal. ``new``: paths created exclusively (nothing may be there yet);
         ``checked``: the folders :meth:`Store.check_writable` found inside the store and no
-        link under this lock. If this fails (False) the commit stands and the journal stays:
-        the next transaction (or open) puts the working tree in step with HEAD."""
+        link under this lock; ``meanwhile``: done while the index is hashed. If this fails
+        (False) the commit stands and the journal stays: the next transaction (or open)
+        puts the working tree in step with HEAD."""
         if not changes:
             return True
         store = self.store
@@ -271,7 +281,7 @@ class Transaction:
             written = write_files(store.root, {p: d for p, d in changes.items()
                                                if d is not None}, new, checked)
             index.set_many((path, blobs[path], st) for path, st in written.items())
-            store._write_index(index, lock)
+            store._write_index(index, lock, meanwhile)
             store.journal.clear()
             return True
         except (OSError, TimeoutError) as exc:
