@@ -420,3 +420,57 @@ def test_a_record_carries_any_bytes_and_a_record_of_the_old_form_still_reads() -
                       "paths": {"user/x.md": [None, "a" * 40]},
                       "adopted": {"user/y.md": "d" * 40}, "packs": record.packs}).encode()
     assert wal.WalRecord.decode(old) == record
+
+
+def test_the_log_as_this_process_left_it_is_checked_with_one_stat(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before each write the log is asked whether a write is unfinished; as this process
+    left it (settled), one stat answers, and the next append neither reads its header nor
+    its last frame again."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    log = p.store.wal
+
+    def no_reading(*args: Any) -> Any:
+        raise AssertionError("the log was read again")
+
+    monkeypatch.setattr(wal.atomic, "open_nofollow", no_reading)
+    assert not log.unfinished()
+    monkeypatch.undo()
+    monkeypatch.setattr(wal, "_ends_whole", no_reading)
+    monkeypatch.setattr(wal, "_header", no_reading)
+    p.add({**UG, "text": "two"}, ctx())
+    assert texts(p) == ["one", "two"] and log.unsettled() is None
+    p.close()
+    assert_clean_repo(store_path)
+
+
+def _record(n: int) -> wal.WalRecord:
+    return wal.WalRecord(f"{n:040d}", f"{n + 1:040d}", [], {"user/x.md": (None, "a" * 40)},
+                         {}, [])
+
+
+def test_what_another_process_does_to_the_log_is_seen(store_path: Path) -> None:
+    """An append, a settle mark, a torn tail and a reset by another process each change the
+    log from what this one left: it is read again, and this one's next record goes after
+    the whole ones."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    mine, other = p.store.wal, wal.Wal(p.store.wal.path)
+    assert not mine.unfinished()
+    other.append(_record(1))  # another process's write, killed before its settle mark
+    assert mine.unfinished() and mine.unsettled() == _record(1)
+    other.settle()
+    assert not mine.unfinished()
+    with open(mine.path, "ab") as f:
+        f.write(b"\x00\x00\x10\x00torn")  # a third process killed mid-append
+    assert not mine.unfinished()
+    mine.append(_record(2))
+    mine.settle()
+    assert [r.old for r in mine.records()][-2:] == [_record(1).old, _record(2).old]
+    other.reset()  # a checkpoint: a new, empty log
+    assert not mine.unfinished() and mine.records() == []
+    mine.append(_record(3))
+    assert mine.unfinished() and mine.records() == [_record(3)]
+    mine.settle()
+    p.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -124,12 +125,27 @@ class WalRecord(NamedTuple):
 
 
 class Wal:
-    """``.filemem/wal``: appended under the store lock, replayed or checkpointed under it."""
+    """``.filemem/wal``: appended under the store lock, replayed or checkpointed under it.
 
-    __slots__ = ("path",)
+    The log as this process last found or left it settled (this boot's header, a whole
+    settle mark at its end) is remembered by its file, size and modification time, so that
+    before each write one ``stat`` says it is still so, where reading its header and last
+    frame took six system calls: another process's append, a cut, a reset (a new file)
+    each change one of the three."""
+
+    __slots__ = ("_known", "_ours", "path")
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._known: tuple[str | None, int, int, int] | None = None  # boot, file, size, time
+        self._ours: tuple[str | None, int] | None = None  # a file whose header is this boot's
+
+    def _remember(self, st: os.stat_result) -> None:
+        self._known = (boot_id(), st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _as_left(self, st: os.stat_result) -> bool:
+        return self._known == (boot_id(), st.st_ino, st.st_size, st.st_mtime_ns) and \
+            stat.S_ISREG(st.st_mode)
 
     @classmethod
     def at(cls, meta_dir: str) -> Wal:
@@ -156,7 +172,13 @@ class Wal:
 
     def unfinished(self) -> bool:
         """:meth:`stale` or :meth:`unsettled`, in one open of the log (asked before every
-        write and at every open)."""
+        write and at every open); one ``stat`` if the log is as this process left it."""
+        if self._known is not None:
+            try:
+                if self._as_left(os.stat(self.path, follow_symlinks=False)):
+                    return False
+            except FileNotFoundError:
+                return False
         try:
             fd = atomic.open_nofollow(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -168,6 +190,9 @@ class Wal:
             boot = boot_id()
             if boot is None or os.pread(fd, HEADER_SIZE, 0) != _header(boot):
                 return True  # another boot's records (or a torn header): replay them
+            if _last_payload(fd, size) == SETTLED:
+                self._remember(os.fstat(fd))  # unchanged since its fstat: read after it
+                return False
             return self._last_unsettled(fd, size) is not None
         finally:
             os.close(fd)
@@ -192,14 +217,19 @@ class Wal:
         except FileNotFoundError:
             self.reset()
             fd = atomic.open_nofollow(self.path, os.O_RDWR)
-        if os.pread(fd, HEADER_SIZE, 0) != _header(boot):  # another boot's, or torn
-            os.close(fd)
+        st = os.fstat(fd)
+        as_left = self._as_left(st)  # this boot's header, and it ends whole
+        self._known = None  # from here until settled, the log ends in this record
+        if not as_left and os.pread(fd, HEADER_SIZE, 0) != _header(boot):  # another
+            os.close(fd)                                                  # boot's, or torn
             self.reset()
             fd = atomic.open_nofollow(self.path, os.O_RDWR)
+            st = os.fstat(fd)
+        self._ours = (boot, st.st_ino)
         try:
-            end = os.fstat(fd).st_size
-            if not _ends_whole(fd, end):  # a killed append's tail: records go after whole ones
-                end = self._parse()[1]
+            end = st.st_size
+            if not as_left and not _ends_whole(fd, end):  # a killed append's tail: records
+                end = self._parse()[1]                     # go after whole ones
                 os.ftruncate(fd, end)
             os.lseek(fd, end, os.SEEK_SET)
             data = record.encode()
@@ -221,6 +251,9 @@ class Wal:
         fd = atomic.open_nofollow(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             atomic.write_all(fd, _frame(SETTLED))
+            st = os.fstat(fd)
+            if (boot_id(), st.st_ino) == self._ours:  # this boot's header, as append found
+                self._remember(st)
         finally:
             os.close(fd)
 
@@ -282,6 +315,7 @@ class Wal:
 
     def reset(self) -> None:
         """An empty log for this boot, durably (only once what it covered is durable)."""
+        self._known = self._ours = None
         atomic.atomic_write(self.path, _header(boot_id() or "none"), durable=True)
 
     def checkpoint(self, git: GitRepo) -> None:
