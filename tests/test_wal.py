@@ -474,3 +474,24 @@ def test_what_another_process_does_to_the_log_is_seen(store_path: Path) -> None:
     assert mine.unfinished() and mine.records() == [_record(3)]
     mine.settle()
     p.close()
+
+
+def test_a_torn_append_after_an_unsettled_record_is_cut_before_it_is_settled(
+        store_path: Path, boot: Any) -> None:
+    """A write killed after its record, then the next one killed mid-append: the repair
+    settles the first record, and must not put its mark (and every later record) after
+    the torn bytes, where a replay, which stops at them, would never read them."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    p.close()
+    log = wal.Wal.at(str(store_path / ".filemem"))
+    log.append(_record(1))  # killed after its record: never settled
+    with open(log.path, "ab") as f:
+        f.write(b"\x00\x00\x10\x00torn")  # the next write killed mid-append
+    with open_store(store_path) as p:
+        p.add({**UG, "text": "after both kills"}, ctx())
+    records = wal.Wal.at(str(store_path / ".filemem")).records()
+    assert records[-2] == _record(1)
+    assert any(b"after both kills" in raw for _sha, kind, raw in records[-1].objects
+               if kind == b"blob")
+    assert not wal.Wal.at(str(store_path / ".filemem")).unfinished()

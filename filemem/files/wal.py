@@ -244,6 +244,19 @@ class Wal:
         finally:
             os.close(fd)
 
+    def cut_torn_tail(self) -> None:
+        """Cut a killed append's torn tail off (hold the store lock): a mark or record
+        appended after it would be lost to a replay, which stops at the first torn frame."""
+        try:
+            fd = atomic.open_nofollow(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            if not _ends_whole(fd, os.fstat(fd).st_size):
+                os.ftruncate(fd, self._parse()[1])
+        finally:
+            os.close(fd)
+
     def settle(self) -> None:
         """Mark the last record done: its write's working tree and index are in step, or
         its branch never moved. Not fsynced: a restart replays every record anyway. The

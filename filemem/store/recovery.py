@@ -49,6 +49,7 @@ def recover(store: Store) -> list[str]:
         last = store.wal.unsettled()
     if last is not None:
         repaired += _recover_from(store, _journal_of(last), store.wal.path)
+        store.wal.cut_torn_tail()  # a later write killed mid-append: its mark goes after
         store.wal.settle()
     return repaired
 
