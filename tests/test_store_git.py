@@ -298,6 +298,48 @@ def test_a_persons_git_commit_is_served_and_audited(seeded: filemem.Provider,
     assert_clean_repo(store_path)
 
 
+def test_the_view_takes_head_by_a_stat_while_its_files_are_as_last_read(
+        seeded: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HEAD and the branch's ref, unchanged since last read (the same file, size and
+    times), are not read again for the view; a ref git moved (a new file) is."""
+    from filemem.files import atomic
+
+    store = seeded.store
+    before = store.state()
+
+    def no_read(path: str) -> bytes:
+        raise AssertionError(f"{path} was read again")
+
+    monkeypatch.setattr(atomic, "read_small", no_read)
+    assert store.state() is before
+    monkeypatch.undo()
+    git_with_env(store_path, "commit", "-q", "--allow-empty", "-m", "a person's commit",
+                 env=git_env_at(2))
+    assert store.state().head == head(store_path) != before.head
+
+
+def test_a_view_that_missed_a_move_is_read_again_by_the_retry(
+        seeded: filemem.Provider, store_path: Path) -> None:
+    """A ref edited in place within one clock tick keeps its stat: the view may then name
+    the old commit. The compare-and-swap, which reads the file itself, sees the move, and
+    the write's retry reads HEAD again rather than keep failing on the same view."""
+    store = seeded.store
+    store.state()
+    git_with_env(store_path, "commit", "-q", "--allow-empty", "-m", "a person's commit",
+                 env=git_env_at(2))
+    moved = head(store_path)
+    ref = str(store_path / ".git" / "refs" / "heads" / "main")
+    key, _old = next((k, v) for path, (k, v) in store.git._small.items() if path == ref)
+    st = os.stat(ref)
+    store.git._small[ref] = ((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
+                             git(store_path, "rev-parse", "HEAD~1").encode())  # stale, as if
+    assert key != store.git._small[ref][0]                                     # in one tick
+    assert store.state().head != moved
+    seeded.add({**UG, "text": "written on top of the person's commit"}, ctx())
+    assert git(store_path, "rev-parse", "HEAD~1").strip() == moved
+    assert_clean_repo(store_path)
+
+
 def test_external_commit_in_the_same_second_is_listed_newest_first(
         seeded: filemem.Provider, store_path: Path) -> None:
     last = seeded.audit_list(1)[0]

@@ -99,6 +99,8 @@ class GitRepo:
         self._trees: dict[str, Tree] = {}
         self._entries: dict[str, treebytes.Entries] = {}  # trees recent splices made (see there)
         self._commits: dict[str, CommitInfo] = {}
+        # HEAD and the branch's ref as last read, by the stat they had (see _read)
+        self._small: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
 
     # ------------------------------------------------------------ set-up
 
@@ -142,15 +144,36 @@ class GitRepo:
         self._trees.clear()
         self._entries.clear()
         self._commits.clear()
+        self._small.clear()
+
+    def forget_refs(self) -> None:
+        """Read HEAD and the ref again next time, whatever their stat says (the branch moved
+        where the view did not see it: a file changed in place within one clock tick)."""
+        self._small.clear()
+
+    def _read(self, path: str, seen: bool) -> bytes:
+        """A small file's bytes; ``seen``: unless it has the stat it had when last read
+        (git replaces a ref by a rename, so a new one is a new file; an edit in place
+        changes its size or times), which is one ``stat`` instead of three calls."""
+        if not seen:
+            return atomic.read_small(path)
+        st = os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        got = self._small.get(path)
+        if got is not None and got[0] == key:
+            return got[1]
+        data = atomic.read_small(path)  # a change after the stat is seen the next time
+        self._small[path] = (key, data)
+        return data
 
     # ------------------------------------------------------------ refs
 
-    def head_ref(self) -> str:
+    def head_ref(self, seen: bool = False) -> str:
         """The branch HEAD points at (``refs/heads/main``); detached HEAD is refused, except
         during a rebase or bisect of that branch: then it is the branch they will move (reads
         serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
-            content = atomic.read_small(os.path.join(self.git_dir, "HEAD")).strip()
+            content = self._read(os.path.join(self.git_dir, "HEAD"), seen).strip()
         except FileNotFoundError:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
@@ -166,18 +189,19 @@ class GitRepo:
                 sha=at, path="")
         return content[5:].decode()
 
-    def head(self) -> str | None:
+    def head(self, seen: bool = False) -> str | None:
         """The commit HEAD points at, or None for a repository with no commits yet.
 
         Reads the ref file directly: this runs before every read, so it must cost
-        microseconds, not dulwich's ref container set-up.
+        microseconds, not dulwich's ref container set-up. ``seen``: files unchanged since
+        last read are not read again (for the view of HEAD; the compare-and-swap reads).
         """
-        return self._commit_of(self.head_ref())
+        return self._commit_of(self.head_ref(seen), seen)
 
-    def _commit_of(self, ref: str) -> str | None:
+    def _commit_of(self, ref: str, seen: bool = False) -> str | None:
         """The commit branch ``ref`` points at (its file, else packed-refs), or None."""
         try:
-            value = atomic.read_small(os.path.join(self.git_dir, *ref.split("/"))).strip()
+            value = self._read(os.path.join(self.git_dir, *ref.split("/")), seen).strip()
             if len(value) == 40:
                 return value.decode()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

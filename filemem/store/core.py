@@ -173,7 +173,7 @@ class Store:
     def state(self) -> State:
         """The committed state at HEAD (rebuilt only if HEAD moved). Not validated: callers
         that serve entries call :meth:`checked`."""
-        head = self.git.head()
+        head = self.git.head(seen=True)
         if head is None:
             raise errors.store_corrupt(self.root, "the repository has no commits")
         current = self._state
@@ -458,6 +458,7 @@ class Store:
                 with self.transaction(validate=validate) as txn:
                     return work(txn)
             except HeadMoved:
+                self.git.forget_refs()  # the view missed the move: read the files again
                 continue
             except errors.StoreBusy as exc:
                 busy = exc
@@ -543,6 +544,8 @@ class Store:
 
     def dirty_paths_at(self, paths: list[str], head_blobs: Mapping[str, str | None]) -> list[str]:
         """Which of ``paths`` differ in the working tree from their blob at HEAD."""
+        if not paths:  # an add: no file to look at, and no index to load or stat
+            return []
         index = self.index()
         return [p for p in paths
                 if not worktree.is_clean(self.root, p, head_blobs.get(p), index)]
