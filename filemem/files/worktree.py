@@ -22,7 +22,7 @@ import stat
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from filemem.files import atomic
+from filemem.files import atomic, nolinks
 from filemem.files.atomic import LinkRefused
 from filemem.files.gitindex import hash_blob
 from filemem.files.layout import is_store_path, leaves_folder
@@ -110,10 +110,10 @@ def write(root: str, path: str, data: bytes, *, new: bool = False,
     return os.stat(target)
 
 
-def remove(root: str, path: str) -> None:
+def remove(root: str, path: str, checked: set[str] | None = None) -> None:
     """Delete a file (a link: the link itself) and the folders it leaves empty (git does
-    not track folders)."""
-    _refuse_linked_folder(root, path)
+    not track folders). ``checked``: as for :func:`write`."""
+    _refuse_linked_folder(root, path, checked)
     target = full_path(root, _inside(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
@@ -135,6 +135,13 @@ def linked_folder(root: str, path: str, checked: set[str] | None = None) -> str 
     lock)."""
     parent, _, _name = path.rpartition("/")
     if checked is not None and parent in checked:
+        return None
+    if checked is not None and parent and nolinks.real_folders(root, parent):
+        # a write's folders: all of them at once, where the system can tell in one call
+        rel = ""
+        for part in parent.split("/"):
+            rel = f"{rel}/{part}" if rel else part
+            checked.add(rel)
         return None
     current, rel = root, ""
     for part in parent.split("/") if parent else ():

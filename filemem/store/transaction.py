@@ -276,7 +276,7 @@ class Transaction:
             index = store.index()
             for path, data in changes.items():
                 if data is None:  # removals first: a file moved on a case-blind disk
-                    worktree.remove(store.root, path)
+                    worktree.remove(store.root, path, checked)
                     index.remove(path)
             written = write_files(store.root, {p: d for p, d in changes.items()
                                                if d is not None}, new, checked)
