@@ -472,3 +472,40 @@ def test_a_merge_begun_while_the_person_decides_is_never_committed_on(
     assert head(s) == before
     g(s, "merge", "--abort")
     assert g(s, "status", "--porcelain").stdout == ""
+
+
+def test_a_merge_begun_after_this_processs_write_is_refused_before_anyone_is_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a write, the check before the next one is a stat of .git while nothing was
+    added to it; a merge that leaves MERGE_HEAD adds a name: refused before asking. Were
+    it made within the same clock tick (the stat unchanged), the compare-and-swap's own
+    look refuses it, after the approval, and nothing is committed."""
+    from filemem.files import gitstate
+
+    s, _rel = store_with_branches(tmp_path)
+    asked = Asked()
+    looked: list[str] = []
+    real = gitstate.unfinished
+
+    def counted(git_dir: str) -> Any:
+        looked.append(git_dir)
+        return real(git_dir)
+
+    monkeypatch.setattr(gitstate, "unfinished", counted)
+    ws = filemem.write_context(session_id="s", cwd="/w")
+    with filemem.open_store(s, gate=asked) as p:
+        p.add({**UG, "text": "one"}, ws)
+        looked.clear()
+        p.add({**UG, "text": "two"}, ws)
+        assert len(looked) == 1  # under the branch's lock only: before, one stat
+        g(s, "merge", "--no-commit", "--no-ff", "readme")
+        assert (s / ".git" / "MERGE_HEAD").exists()
+        with pytest.raises(filemem.GitOperationInProgress):
+            p.add({**UG, "text": "during the merge"}, ws)
+        assert len(asked.requests) == 2  # the third write was not asked about
+        before = head(s)
+        git_dir = str(s / ".git")
+        gitstate._quiet[git_dir] = gitstate._identity(git_dir)  # as if in one tick
+        with pytest.raises(filemem.GitOperationInProgress):
+            p.add({**UG, "text": "during the merge, in the same tick"}, ws)
+        assert len(asked.requests) == 3 and head(s) == before

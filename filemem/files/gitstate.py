@@ -6,7 +6,8 @@
 working tree are git's work in progress. A commit made on top (an agent's write, an adopt,
 a sync) would bury that work: the merge would lose its second parent, a rebase would carry
 the commit into the rewritten branch or drop it. So :func:`unfinished` is asked before any
-write is approved (the store's pre-check) and again under the branch's lock at the
+write is approved (the store's pre-check: one stat while ``.git`` is as this process's last
+commit left it, :func:`left_quiet`) and again under the branch's lock at the
 compare-and-swap (:meth:`GitRepo.cas_head`), and :func:`refusal` is the error, naming the
 operation, its conflicted files and the ways out. Reads go on: they serve the branch as
 last committed (during a rebase or bisect, whose HEAD is detached, the branch it will move).
@@ -123,9 +124,35 @@ def conflicts(git_dir: str) -> list[str]:
         return []
 
 
+# ``.git`` as a commit of this process left it (folder, modification and change times), a
+# commit having found none of the marks under its branch's lock: while it is so, no name
+# was added to it or taken from it since, so the check before the next write is one stat
+_quiet: Final[dict[str, tuple[int, int, int]]] = {}
+
+
+def _identity(git_dir: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(git_dir)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def left_quiet(git_dir: str) -> None:
+    """After a commit (whose compare-and-swap asked :func:`unfinished` under the branch's
+    lock): remember ``.git`` as it is now. A mark made within the same tick of the file
+    system's clock may go unseen before the next write; its compare-and-swap asks again."""
+    identity = _identity(git_dir)
+    if identity is not None:
+        _quiet[git_dir] = identity
+
+
 def refuse_if_unfinished(root: str) -> None:
     """Raise :func:`refusal` if a git operation is unfinished in the store at ``root``."""
     git_dir = os.path.join(root, ".git")
+    if git_dir in _quiet and _quiet[git_dir] == _identity(git_dir):
+        return
+    _quiet.pop(git_dir, None)
     op = unfinished(git_dir)
     if op is not None:
         raise refusal(root, op, conflicts(git_dir))
@@ -154,5 +181,5 @@ def refusal(root: str, op: Unfinished, conflicts: list[str]) -> errors.GitOperat
         {"path": root, "operation": op.kind, "marker": op.marker, "conflicts": conflicts})
 
 
-__all__ = ["Unfinished", "conflicts", "has_conflict_markers", "refusal",
+__all__ = ["Unfinished", "conflicts", "has_conflict_markers", "left_quiet", "refusal",
            "refuse_if_unfinished", "unfinished"]

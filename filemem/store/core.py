@@ -328,6 +328,7 @@ class Store:
         else:
             self._state = state
         self._cache.changed(state, files)
+        gitstate.left_quiet(self.git.git_dir)
         self.packs.after_commit(self.git, self.wal)
         if self.recall.needs_compaction():
             self.recall.compact(set(state.entries))
@@ -544,9 +545,7 @@ class Store:
 
     def dirty_paths_at(self, paths: list[str], head_blobs: Mapping[str, str | None]) -> list[str]:
         """Which of ``paths`` differ in the working tree from their blob at HEAD."""
-        if not paths:  # an add: no file to look at, and no index to load or stat
-            return []
-        index = self.index()
+        index = self.index() if paths else None  # an add: no index to load or stat
         return [p for p in paths
                 if not worktree.is_clean(self.root, p, head_blobs.get(p), index)]
 
