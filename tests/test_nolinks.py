@@ -18,6 +18,12 @@ linux_openat2 = pytest.mark.skipif(
     reason="openat2 is Linux 5.6+ (and may be refused in a sandbox)")
 
 
+@pytest.fixture(autouse=True)
+def bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a process that has written for a while: openat2 is bound on first use."""
+    monkeypatch.setattr(nolinks, "_walked", nolinks.WALK_FIRST)
+
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     root = tmp_path / "store"
@@ -101,3 +107,18 @@ def test_a_call_refused_by_the_system_is_not_tried_again(tree: Path,
     checked: set[str] = set()
     assert worktree.linked_folder(str(tree), "a/b/c/x.md", checked) is None
     assert checked == {"a", "a/b", "a/b/c"}
+
+
+def test_a_process_walks_its_first_checks_and_binds_openat2_after_them(
+        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ctypes costs a cold process more than the walks of a few writes."""
+    binds: list[bool] = []
+    monkeypatch.setattr(nolinks, "_walked", 0)
+    monkeypatch.setattr(nolinks, "_tried", False)
+    monkeypatch.setattr(nolinks, "_call", None)
+    monkeypatch.setattr(nolinks, "_bind", lambda: binds.append(True) or (lambda r, f: True))
+    for _ in range(nolinks.WALK_FIRST):
+        assert not nolinks.real_folders(str(tree), "a/b/c")
+    assert binds == []
+    assert nolinks.real_folders(str(tree), "a/b/c") and binds == [True]
+    assert nolinks.real_folders(str(tree), "a/b/c") and binds == [True]

@@ -4,9 +4,11 @@ A write checks each folder on the way to the files it changes (filemem never wri
 through a link): one ``lstat`` per folder, four for an entry's layer folder, twice a write.
 Linux 5.6 and later answer for the whole path at once: ``openat2`` with
 ``RESOLVE_NO_SYMLINKS`` refuses (ELOOP) to go through any link on the way. Python has no
-binding for it, so it is called through ``ctypes`` (imported on a process's first write).
-Where it is missing (another system, an older kernel, a sandbox that forbids it) or the
-answer is not a plain yes (a link, a folder not there), the caller walks the path itself.
+binding for it, so it is called through ``ctypes``, whose import (~3 ms, ~150 walks) a
+process pays only once it has made :data:`WALK_FIRST` checks by walking (a ``filemem add``
+makes two; an MCP server or a bridge goes on writing). Where it is missing (another system,
+an older kernel, a sandbox that forbids it) or the answer is not a plain yes (a link, a
+folder not there), the caller walks the path itself.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ _SYS_OPENAT2: Final = 437  # the same number on every Linux architecture
 _RESOLVE_NO_SYMLINKS: Final = 0x04
 _RESOLVE_BENEATH: Final = 0x08
 
+WALK_FIRST: Final = 64  # checks a process makes by walking before it binds openat2
+
 _call: Callable[[str, str], bool] | None = None
 _tried = False
+_walked = 0
 
 
 def _bind() -> Callable[[str, str], bool] | None:
@@ -70,8 +75,11 @@ def real_folders(root: str, folder: str) -> bool:
     """True if ``folder`` (relative to the folder ``root``, "/"-separated, not empty) is
     a folder reached without any symbolic link on the way; False if that cannot be told
     here in one call (a link on the way, a folder missing, no ``openat2``)."""
-    global _call, _tried
+    global _call, _tried, _walked
     if not _tried:
+        if _walked < WALK_FIRST:
+            _walked += 1  # a race between threads only binds a little later
+            return False
         _call, _tried = _bind(), True
     if _call is None:
         return False
