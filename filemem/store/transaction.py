@@ -2,11 +2,11 @@
 
 The write-ahead log's record (the one fsync; see filemem.files.wal), with the objects'
 pack made and written while it flushes (a seed's pack, or any pack where there is no log,
-is written and fsynced before), then the compare-and-swap of the branch (HeadMoved if it moved:
-someone used git), then the working tree and the index, then the record marked settled (or,
-without a log, a journal begun before the swap and cleared after). A write killed at any
-instant is finished or undone from HEAD by the next transaction or open; after a restart
-the log is replayed first.
+is written and fsynced before), then the compare-and-swap of the branch (HeadMoved if it
+moved: someone used git), then the working tree and the index (the next view made while
+the index is hashed), then the record marked settled (or, without a log, a journal begun
+before the swap and cleared after). A write killed at any instant is finished or undone
+from HEAD by the next transaction or open; after a restart the log is replayed first.
 """
 
 from __future__ import annotations
