@@ -101,6 +101,7 @@ class GitRepo:
         self._commits: dict[str, CommitInfo] = {}
         # HEAD and the branch's ref as last read, by the stat they had (see _read)
         self._small: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
+        self._files: dict[str, str] = {}  # a ref or log name -> its file, made once
 
     # ------------------------------------------------------------ set-up
 
@@ -151,6 +152,14 @@ class GitRepo:
         where the view did not see it: a file changed in place within one clock tick)."""
         self._small.clear()
 
+    def file_of(self, name: str) -> str:
+        """The file in ``.git`` of a ref, a reflog or HEAD (``refs/heads/main``), by name:
+        each write reads and writes the same few."""
+        path = self._files.get(name)
+        if path is None:
+            path = self._files[name] = os.path.join(self.git_dir, *name.split("/"))
+        return path
+
     def _read(self, path: str, seen: bool) -> bytes:
         """A small file's bytes; ``seen``: unless it has the stat it had when last read
         (git replaces a ref by a rename, so a new one is a new file; an edit in place
@@ -173,7 +182,7 @@ class GitRepo:
         during a rebase or bisect of that branch: then it is the branch they will move (reads
         serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
-            content = self._read(os.path.join(self.git_dir, "HEAD"), seen).strip()
+            content = self._read(self.file_of("HEAD"), seen).strip()
         except FileNotFoundError:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
@@ -201,7 +210,7 @@ class GitRepo:
     def _commit_of(self, ref: str, seen: bool = False) -> str | None:
         """The commit branch ``ref`` points at (its file, else packed-refs), or None."""
         try:
-            value = self._read(os.path.join(self.git_dir, *ref.split("/")), seen).strip()
+            value = self._read(self.file_of(ref), seen).strip()
             if len(value) == 40:
                 return value.decode()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -227,7 +236,7 @@ class GitRepo:
         commit). A git operation stopped half way (a merge with conflicts, a rebase, ...)
         raises GitOperationInProgress under the lock: nothing is committed on top of one."""
         ref = self.head_ref()
-        path = os.path.join(self.git_dir, *ref.split("/"))
+        path = self.file_of(ref)
         try:
             try:
                 lock = atomic.LockFile(path, durable=durable)
@@ -251,7 +260,7 @@ class GitRepo:
         line = (f"{old or '0' * 40} {new} {IDENT_FOR_REFLOG} {int(time.time())} +0000\t"
                 f"{' '.join(message.split())[:200]}\n").encode()
         for name in (ref, "HEAD"):
-            log = os.path.join(self.git_dir, "logs", *name.split("/"))
+            log = self.file_of(f"logs/{name}")
             with contextlib.suppress(OSError):
                 try:
                     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)

@@ -344,7 +344,7 @@ class Store:
     # ------------------------------------------------------------ the git index
 
     def index(self) -> GitIndex:
-        path = os.path.join(self.git.git_dir, "index")
+        path = self.git.file_of("index")
         try:
             st = os.stat(path)
             ident = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -501,7 +501,7 @@ class Store:
                 raise errors.store_corrupt(
                     str(exc.filename), "is a symbolic link; filemem does not write through "
                     "links in the store (replace it with a real folder)") from None
-        lock = os.path.join(self.git.git_dir, "index.lock")
+        lock = self.git.file_of("index.lock")
         deadline = time.monotonic() + wait
         while os.path.exists(lock) and not (self.journal.exists()
                                             or self.wal.unsettled() is not None):

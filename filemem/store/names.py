@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-from collections.abc import Iterator
 from typing import Final
 
 from filemem import errors
@@ -15,14 +13,17 @@ CONFIG_FILE: Final = "filemem.yaml"
 IDENT: Final = "filemem <filemem@localhost>"  # author and committer of filemem's commits
 
 
-@contextlib.contextmanager
-def private_files() -> Iterator[None]:
-    """Files and folders made inside are private to the owner (0600/0700 on POSIX)."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
+class private_files:  # used as a function: ``with private_files():``
+    """Files and folders made inside are private to the owner (0600/0700 on POSIX). A
+    class, not a generator: a write enters it three times."""
+
+    __slots__ = ("_old",)
+
+    def __enter__(self) -> None:
+        self._old = os.umask(0o077)
+
+    def __exit__(self, *exc: object) -> None:
+        os.umask(self._old)
 
 
 def linked(path: str) -> errors.ProtocolError:
