@@ -203,3 +203,15 @@ def test_a_writes_pack_is_named_by_its_objects_before_it_is_made(tmp_path: Path)
     merged = packwrite.assemble([(bytes.fromhex(s), packwrite.chunk(b"blob", r))
                                  for s, _k, r in items])
     assert merged.pack == pack.pack and merged.name == f"pack-{pack.pack[-20:].hex()}"
+
+
+@pytest.mark.parametrize("firsts", [[], [0], [255], [0, 0, 255], [5, 5, 9], list(range(256)),
+                                    [7] * 70, [1, 200, 200, 201, 254]])
+def test_the_fan_out_table_counts_the_shas_at_or_below_each_first_byte(
+        firsts: list[int]) -> None:
+    import struct
+
+    from filemem.files import packwrite
+    shas = sorted(bytes([b]) + bytes(19) for b in firsts)
+    counts = [sum(1 for s in shas if s[0] <= b) for b in range(256)]
+    assert packwrite._fanout(shas) == struct.pack(">256L", *counts)
