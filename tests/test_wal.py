@@ -495,3 +495,29 @@ def test_a_torn_append_after_an_unsettled_record_is_cut_before_it_is_settled(
     assert any(b"after both kills" in raw for _sha, kind, raw in records[-1].objects
                if kind == b"blob")
     assert not wal.Wal.at(str(store_path / ".filemem")).unfinished()
+
+
+def test_a_record_appended_while_the_log_is_read_is_not_taken_for_settled(
+        store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process may append while this one reads the log's tail without the store
+    lock (on open): what is remembered as settled is the log as it was before the read,
+    so the next look sees the new record, unsettled."""
+    p = open_store(store_path)
+    p.add({**UG, "text": "one"}, ctx())
+    p.close()
+    mine, other = wal.Wal.at(str(store_path / ".filemem")), wal.Wal.at(str(store_path / ".filemem"))
+    real = wal._last_payload
+    raced: list[bool] = []
+
+    def racing(fd: int, size: int) -> bytes | None:
+        payload = real(fd, size)
+        if not raced:
+            raced.append(True)
+            other.append(_record(7))  # killed before its settle mark
+        return payload
+
+    monkeypatch.setattr(wal, "_last_payload", racing)
+    assert not mine.unfinished()  # what it read ended settled
+    monkeypatch.undo()
+    assert raced == [True]
+    assert mine.unfinished() and mine.unsettled() == _record(7)

@@ -184,14 +184,17 @@ class Wal:
         except FileNotFoundError:
             return False
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
             if size <= HEADER_SIZE:
                 return False
             boot = boot_id()
             if boot is None or os.pread(fd, HEADER_SIZE, 0) != _header(boot):
                 return True  # another boot's records (or a torn header): replay them
             if _last_payload(fd, size) == SETTLED:
-                self._remember(os.fstat(fd))  # unchanged since its fstat: read after it
+                # as stat'ed before it was read: a record another process appends
+                # meanwhile makes the log unlike this, so it is read again next time
+                self._remember(st)
                 return False
             return self._last_unsettled(fd, size) is not None
         finally:
