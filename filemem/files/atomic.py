@@ -82,6 +82,13 @@ def read_small(path: str) -> bytes:
         os.close(fd)
 
 
+def identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """A file as a stat saw it (inode, size, modification and change times): a file
+    replaced (a rename: a new inode) or changed in place (its size or times) no longer
+    matches; what the caches of small files and logs compare before they read again."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd``: ``os.write`` may write fewer bytes than asked (a
     signal, a pipe, a nearly full disk); a write of nothing raises ENOSPC, as does a full

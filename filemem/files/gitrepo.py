@@ -166,8 +166,7 @@ class GitRepo:
         changes its size or times), which is one ``stat`` instead of three calls."""
         if not seen:
             return atomic.read_small(path)
-        st = os.stat(path)
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = atomic.identity(os.stat(path))
         got = self._small.get(path)
         if got is not None and got[0] == key:
             return got[1]

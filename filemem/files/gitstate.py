@@ -19,6 +19,7 @@ import os
 from typing import Final, NamedTuple
 
 from filemem import errors
+from filemem.files import atomic
 from filemem.files.gitindex import GitIndex, IndexUnsupported
 
 _LABELS: Final = {
@@ -127,15 +128,14 @@ def conflicts(git_dir: str) -> list[str]:
 # ``.git`` as a commit of this process left it (folder, modification and change times), a
 # commit having found none of the marks under its branch's lock: while it is so, no name
 # was added to it or taken from it since, so the check before the next write is one stat
-_quiet: Final[dict[str, tuple[int, int, int]]] = {}
+_quiet: Final[dict[str, tuple[int, int, int, int]]] = {}
 
 
-def _identity(git_dir: str) -> tuple[int, int, int] | None:
+def _identity(git_dir: str) -> tuple[int, int, int, int] | None:
     try:
-        st = os.stat(git_dir)
+        return atomic.identity(os.stat(git_dir))
     except OSError:
         return None
-    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def left_quiet(git_dir: str) -> None:

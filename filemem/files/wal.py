@@ -137,14 +137,14 @@ class Wal:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._known: tuple[str | None, int, int, int] | None = None  # boot, file, size, time
+        self._known: tuple[str | None, tuple[int, int, int, int]] | None = None  # boot, file
         self._ours: tuple[str | None, int] | None = None  # a file whose header is this boot's
 
     def _remember(self, st: os.stat_result) -> None:
-        self._known = (boot_id(), st.st_ino, st.st_size, st.st_mtime_ns)
+        self._known = (boot_id(), atomic.identity(st))
 
     def _as_left(self, st: os.stat_result) -> bool:
-        return self._known == (boot_id(), st.st_ino, st.st_size, st.st_mtime_ns) and \
+        return self._known == (boot_id(), atomic.identity(st)) and \
             stat.S_ISREG(st.st_mode)
 
     @classmethod

@@ -98,7 +98,7 @@ class Store:
         self._cache = ViewCache(self.meta, self.git)
         self.invalid = InvalidFiles(self.root, self.git)
         self._index: GitIndex | None = None
-        self._index_id: tuple[int, int, int] | None = None
+        self._index_id: tuple[int, int, int, int] | None = None
         self.packs = PackSchedule()
         self._lock = threading.RLock()
         self._file_lock: IO[bytes] | None = None
@@ -346,8 +346,7 @@ class Store:
     def index(self) -> GitIndex:
         path = self.git.file_of("index")
         try:
-            st = os.stat(path)
-            ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+            ident: tuple[int, int, int, int] | None = atomic.identity(os.stat(path))
         except FileNotFoundError:
             ident = None
         if self._index is not None and ident == self._index_id:
@@ -380,8 +379,7 @@ class Store:
             index.write(lock=lock, meanwhile=meanwhile)
         except TimeoutError as exc:  # git's index.lock stayed taken
             raise errors.StoreBusy(f"the store is busy: {exc}") from None
-        st = os.stat(index.path)
-        self._index_id = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._index_id = atomic.identity(os.stat(index.path))
 
     # ------------------------------------------------------------ recovery
 

@@ -33,14 +33,13 @@ class RecallCounters:
         self._counts: dict[str, list[int]] = {}  # id -> [count, last]
         self._offset = 0
         self._log_id: tuple[int, int] | None = None
-        self._base_id: tuple[int, int, int] | None = None
+        self._base_id: tuple[int, int, int, int] | None = None
 
-    def _stat_id(self, path: str) -> tuple[int, int, int] | None:
+    def _stat_id(self, path: str) -> tuple[int, int, int, int] | None:
         try:
-            st = os.stat(path)
+            return atomic.identity(os.stat(path))
         except FileNotFoundError:
             return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def refresh(self) -> None:
         """Fold in what was appended since the last look (a stat when nothing was)."""
