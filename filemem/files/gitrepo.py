@@ -153,8 +153,8 @@ class GitRepo:
         self._small.clear()
 
     def file_of(self, name: str) -> str:
-        """The file in ``.git`` of a ref, a reflog or HEAD (``refs/heads/main``), by name:
-        each write reads and writes the same few."""
+        """The file in ``.git`` named ``name`` ("/"-separated: ``refs/heads/main``, ``HEAD``,
+        ``logs/HEAD``, ``index``): each write reads and writes the same few."""
         path = self._files.get(name)
         if path is None:
             path = self._files[name] = os.path.join(self.git_dir, *name.split("/"))
@@ -511,7 +511,7 @@ class GitRepo:
     def clear_stale_locks(self) -> list[str]:
         """Remove lock and temp files a killed filemem write left in .git (store lock held)."""
         removed = []
-        ref_lock = os.path.join(self.git_dir, *self.head_ref().split("/")) + ".lock"
+        ref_lock = self.file_of(self.head_ref()) + ".lock"
         for path in (ref_lock,):
             if os.path.exists(path):
                 os.unlink(path)

@@ -346,7 +346,7 @@ class Wal:
             sync_files(os.path.join(packs, name + ext) for r in self.records()
                        for name in r.packs for ext in (".pack", ".idx"))
             atomic.fsync_dir(packs)
-            ref_path = os.path.join(git.git_dir, *git.head_ref().split("/"))
+            ref_path = git.file_of(git.head_ref())
             sync_files([ref_path])
             atomic.fsync_dir(os.path.dirname(ref_path))
         self.reset()

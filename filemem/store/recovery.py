@@ -87,8 +87,7 @@ def replay_wal(store: Store) -> list[str]:
     if target is not None and target != head:
         log.warning("filemem: after a restart, moving the store's branch from %s to %s "
                     "(writes its log made durable)", head, target)
-        with atomic.LockFile(os.path.join(git.git_dir, *git.head_ref().split("/")),
-                             durable=True) as ref:
+        with atomic.LockFile(git.file_of(git.head_ref()), durable=True) as ref:
             ref.write(target.encode() + b"\n")
             ref.commit()
     repaired = _recover_journal(store)
