@@ -93,7 +93,11 @@ def name_of(shas: Iterable[str]) -> str:
     their binary names, sorted (git's own first naming; git reads a pack by any name).
     Known before the pack is made, so a write's log record names its pack while the pack
     is being made, during the record's flush."""
-    return "pack-" + hashlib.sha1(b"".join(sorted(bytes.fromhex(s) for s in shas))).hexdigest()
+    return _named(sorted(bytes.fromhex(s) for s in shas))
+
+
+def _named(sorted_shas: Sequence[bytes]) -> str:
+    return "pack-" + hashlib.sha1(b"".join(sorted_shas)).hexdigest()
 
 
 def encode(items: Sequence[Obj]) -> Pack:
@@ -132,8 +136,7 @@ def assemble(entries: Sequence[tuple[bytes, bytes]], by_names: bool = False) -> 
         struct.pack(f">{len(offsets)}L", *offsets), pack_sha,
     ])
     idx += hashlib.sha1(idx).digest()
-    name = hashlib.sha1(b"".join(shas)) if by_names else None  # shas: sorted
-    return Pack(f"pack-{(name.digest() if name else pack_sha).hex()}", pack, idx)
+    return Pack(_named(shas) if by_names else f"pack-{pack_sha.hex()}", pack, idx)
 
 
 _WORD: Final = struct.Struct(">L")
