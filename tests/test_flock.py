@@ -73,3 +73,158 @@ def test_a_link_is_never_locked_through(tmp_path: Path) -> None:
     with pytest.raises(atomic.LinkRefused):
         flock.acquire(str(tmp_path / "lock"), FLAGS, 0.0, 0.01, atomic.open_nofollow)
     assert not target.exists()
+
+
+# --- a lock kept open between holds (flock.Kept: the store lock, the audit counter)
+
+posix_only = pytest.mark.skipif(flock.fcntl is None or not os.path.isdir("/proc/self/fd"),
+                                reason="the kept file is POSIX's (Windows opens it per hold)")
+
+
+def holder(path: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def let_go(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+def taken_elsewhere(path: str) -> bool:
+    """Whether another process finds the lock at ``path`` taken."""
+    probe = ("import fcntl, os, sys\n"
+             "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "except BlockingIOError:\n    print('taken')\nelse:\n    print('free')\n")
+    out = subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True,
+                         check=True).stdout
+    return out.strip() == "taken"
+
+
+@posix_only
+def test_a_kept_lock_stays_open_between_holds_and_excludes_other_processes(
+        tmp_path: Path) -> None:
+    path = str(tmp_path / "lock")
+    kept = flock.Kept(path, FLAGS)
+    before = open_fds()
+    fd = kept.hold(0.0, 0.01)
+    assert taken_elsewhere(path)
+    kept.release()
+    assert not taken_elsewhere(path)  # let go, though its file stays open
+    assert os.fstat(fd).st_ino == os.stat(path).st_ino
+    assert kept.hold(0.0, 0.01) == fd  # the same open file: no open, no close
+    kept.release()
+    proc = holder(path)
+    try:
+        with pytest.raises(flock.Busy):
+            kept.hold(0.1, 0.01)  # another process holds it: waited for, then Busy
+    finally:
+        let_go(proc)
+    kept.hold(5.0, 0.01)
+    kept.release()
+    kept.close()
+    assert open_fds() == before
+
+
+@posix_only
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_kept_lock_whose_file_went_is_taken_on_the_file_now_at_its_path(
+        tmp_path: Path, how: str) -> None:
+    path = str(tmp_path / "lock")
+    kept = flock.Kept(path, FLAGS)
+    kept.hold(0.0, 0.01)
+    kept.release()
+    # by hand, between two holds: the kept file would be locked alone
+    if how == "deleted":
+        os.unlink(path)
+    else:
+        other = tmp_path / "new"
+        other.write_bytes(b"")
+        os.replace(other, path)
+    proc = holder(path)  # another process locks the file now at the path
+    try:
+        with pytest.raises(flock.Busy):
+            kept.hold(0.1, 0.01)  # excluded by it, where the kept file would be free
+    finally:
+        let_go(proc)
+    kept.hold(0.0, 0.01)
+    assert taken_elsewhere(path)  # and this one is taken on the file at the path
+    kept.release()
+    kept.close()
+
+
+@posix_only
+def test_threads_sharing_a_kept_lock_take_turns(tmp_path: Path) -> None:
+    import threading
+
+    kept = flock.Kept(str(tmp_path / "lock"), FLAGS)
+    kept.hold(0.0, 0.01)
+    outcome: list[str] = []
+
+    def other() -> None:
+        try:
+            kept.hold(0.0, 0.01)  # the same open file's lock would let it in
+        except flock.Busy:
+            outcome.append("busy")
+        else:
+            outcome.append("held")
+            kept.release()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert outcome == ["busy"]
+    kept.release()
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert outcome == ["busy", "held"]
+    kept.close()
+
+
+@posix_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("parent_holds", [True, False])
+def test_a_forked_child_does_not_share_its_parents_kept_lock(tmp_path: Path,
+                                                             parent_holds: bool) -> None:
+    path = str(tmp_path / "lock")
+    kept = flock.Kept(path, FLAGS)
+    kept.hold(0.0, 0.01)  # its file is open from here on
+    if not parent_holds:
+        kept.release()
+    to_parent, from_child = os.pipe()
+    to_child, from_parent = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's open file would let either in beside the other
+        try:
+            kept.hold(0.0, 0.01)
+            os.write(from_child, b"held")
+            os.read(to_child, 1)  # held until the parent has tried
+            kept.release()
+        except flock.Busy:
+            os.write(from_child, b"busy")
+        finally:
+            os._exit(0)
+    said = os.read(to_parent, 10)
+    try:
+        if parent_holds:
+            assert said == b"busy"
+        else:
+            assert said == b"held"
+            with pytest.raises(flock.Busy):
+                kept.hold(0.0, 0.01)
+    finally:
+        os.write(from_parent, b"x")
+        os.waitpid(pid, 0)
+        for fd in (to_parent, from_child, to_child, from_parent):
+            os.close(fd)
+    if parent_holds:
+        assert taken_elsewhere(path)  # the child's exit left the parent's lock held
+        kept.release()
+    kept.close()

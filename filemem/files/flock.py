@@ -10,8 +10,11 @@ cold ``filemem snapshot`` spends on its own work (its version lookup loads
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -80,3 +83,110 @@ def release(f: IO[bytes]) -> None:
         unlock(f)
     finally:
         f.close()
+
+
+class Kept:
+    """A lock file a process takes over and over (the store lock: every write), opened once
+    and locked again for each hold: one ``flock`` and one ``stat`` a hold, where opening,
+    locking and closing it took five calls. Once locked, the path is checked to name the
+    file still (a lock file deleted or replaced meanwhile would be locked alone): if not,
+    it is opened anew. Threads of one process share the open file, whose lock would not
+    exclude them, so they also take turns on a thread lock. A forked child opens its own
+    (the parent's open file is the parent's lock). Where there is no ``fcntl`` (Windows),
+    each hold opens the file, as :func:`acquire`."""
+
+    def __init__(self, path: str, flags: int,
+                 opener: Callable[[str, int], int] = os.open) -> None:
+        self.path, self.flags, self.opener = path, flags, opener
+        self._turn = threading.Lock()
+        self._fd: int | None = None
+        self._ino: tuple[int, int] = (0, 0)
+        self._file: IO[bytes] | None = None  # Windows: the file of the current hold
+        self._closing = weakref.finalize(self, _close_quietly, [None])
+        _all.add(self)
+
+    def hold(self, timeout: float, interval: float) -> int:
+        """Take the lock as :func:`acquire` does (Busy after ``timeout``); the open file's
+        descriptor, to read or write the file through while held."""
+        if not self._turn.acquire(timeout=max(timeout, 0.0)):
+            raise Busy(self.path)
+        try:
+            if fcntl is None:
+                self._file = acquire(self.path, self.flags, timeout, interval, self.opener)
+                return self._file.fileno()
+            deadline = time.monotonic() + timeout
+            while True:
+                fd = self._open()
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise Busy(self.path) from None
+                        time.sleep(interval)
+                try:
+                    st = os.stat(self.path, follow_symlinks=False)
+                    if (st.st_dev, st.st_ino) == self._ino:
+                        return fd
+                except FileNotFoundError:
+                    pass
+                fcntl.flock(fd, fcntl.LOCK_UN)  # a file no longer at the path: open anew
+                self.close()
+        except BaseException:
+            self._turn.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the lock; the file stays open for the next hold."""
+        try:
+            if self._file is not None:
+                file, self._file = self._file, None
+                release(file)
+            elif self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._turn.release()
+
+    def close(self) -> None:
+        """Close the kept file (not while held); the next hold opens it again."""
+        fd, self._fd = self._fd, None
+        self._closing.detach()
+        if fd is not None:
+            _close_quietly([fd])
+
+    def _open(self) -> int:
+        if self._fd is None:
+            fd = self.opener(self.path, self.flags)
+            try:
+                st = os.fstat(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+            self._closing = weakref.finalize(self, _close_quietly, [fd])
+        return self._fd
+
+    def _forked(self) -> None:
+        self._turn = threading.Lock()
+        self._file = None
+        self.close()  # the parent's lock stays the parent's: closing a copy keeps it
+
+
+def _close_quietly(fds: list[int | None]) -> None:
+    for fd in fds:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_all: weakref.WeakSet[Kept] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for kept in list(_all):
+        kept._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

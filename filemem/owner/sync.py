@@ -56,7 +56,7 @@ from filemem import config as config_mod
 from filemem import errors
 from filemem.config import Config
 from filemem.errors import StoreReadOnly, SyncError
-from filemem.files import atomic, codec, flock, worktree
+from filemem.files import codec, flock, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import BRANCH, GitRepo
@@ -82,7 +82,7 @@ from filemem.rules import findings as checks
 from filemem.store import redactstage
 from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
-from filemem.store.names import CONFIG_FILE, META_DIR, private_files, read_only
+from filemem.store.names import CONFIG_FILE, META_DIR, open_private, private_files, read_only
 from filemem.store.pending import holder, holder_alive
 from filemem.store.state import State
 from filemem.store.transaction import HeadMoved, Transaction, hand_edited
@@ -232,9 +232,8 @@ def over_budget(store: Store) -> list[Usage]:
 def _sync_lock(store: Store) -> Iterator[None]:
     """One sync of a store at a time; agents' writes are not blocked by it."""
     try:
-        with private_files(), store.refusing_links():  # never a lock through a link
-            lock = flock.acquire(os.path.join(store.meta, "sync.lock"), flock.LOCK_FILE,
-                                 SYNC_LOCK_TIMEOUT, 0.05, atomic.open_nofollow)
+        lock = flock.acquire(os.path.join(store.meta, "sync.lock"), flock.LOCK_FILE,
+                             SYNC_LOCK_TIMEOUT, 0.05, open_private)
     except flock.Busy:
         raise SyncError("SYNC_BUSY", f"another `filemem sync` of {store.root} has been "
                         f"running for more than {SYNC_LOCK_TIMEOUT:.0f} s") from None

@@ -45,7 +45,7 @@ from typing import Any, Final, cast
 from filemem.files import atomic, flock
 from filemem.jsstr import json_str
 from filemem.model import now_ms
-from filemem.store.names import linked
+from filemem.store.names import linked, open_private
 from filemem.types import AuditRow
 
 ROW_FIELDS: Final = ("seq", "ts", "action", "track", "scope", "entryId", "text", "outcome",
@@ -255,6 +255,8 @@ class Ledger:
     def __init__(self, meta_dir: str) -> None:
         self.path = os.path.join(meta_dir, LEDGER_NAME)
         self.counter_path = os.path.join(meta_dir, COUNTER_NAME)
+        # kept open between rows (flock.Kept): every write and every recall numbers some
+        self._counter = flock.Kept(self.counter_path, os.O_RDWR | os.O_CREAT, open_private)
         self._known: dict[bytes, RowBlock] = {}  # a line -> its row: keyed by content
 
     @contextlib.contextmanager
@@ -267,15 +269,13 @@ class Ledger:
         from filemem import errors
 
         try:
-            lock = flock.acquire(self.counter_path, os.O_RDWR | os.O_CREAT, COUNTER_TIMEOUT,
-                                 0.002)
+            fd = self._counter.hold(COUNTER_TIMEOUT, 0.002)
         except flock.Busy:
             raise errors.StoreBusy(
                 f"the store is busy: its audit counter {self.counter_path} has been locked "
                 f"by another process for more than {COUNTER_TIMEOUT:.0f} s (one that is "
                 "stopped?); nothing was recorded; try again") from None
         try:
-            fd = lock.fileno()
             raw = os.pread(fd, _COUNTER_WIDTH + 1, 0)
             try:
                 start = int(raw.strip() or b"0")
@@ -293,7 +293,11 @@ class Ledger:
             if last != start:
                 os.pwrite(fd, b"%0*d\n" % (_COUNTER_WIDTH, last), 0)
         finally:
-            flock.release(lock)
+            self._counter.release()
+
+    def close(self) -> None:
+        """Close the counter's file (kept open between rows; opened again when next used)."""
+        self._counter.close()
 
     def _open(self, flags: int) -> int:
         """Never through a symbolic link: one is refused as STORE_CORRUPT naming it."""

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from filemem import config as config_mod
 from filemem import errors
@@ -47,7 +47,14 @@ from filemem.store.auditlog import Ledger
 from filemem.store.audittrail import AuditTrail
 from filemem.store.invalid import InvalidFiles
 from filemem.store.logs import log
-from filemem.store.names import CONFIG_FILE, META_DIR, linked, private_files, read_only
+from filemem.store.names import (
+    CONFIG_FILE,
+    META_DIR,
+    linked,
+    open_private,
+    private_files,
+    read_only,
+)
 from filemem.store.packschedule import PackSchedule
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
@@ -101,7 +108,9 @@ class Store:
         self._index_id: tuple[int, int, int, int] | None = None
         self.packs = PackSchedule()
         self._lock = threading.RLock()
-        self._file_lock: IO[bytes] | None = None
+        # kept open between writes (flock.Kept); never through a link, the owner's only
+        self._file_lock = flock.Kept(os.path.join(self.meta, "lock"), flock.LOCK_FILE,
+                                     open_private)
         self._lock_depth = 0
         if recovery.unfinished(self):
             # a killed write (or a log from before a restart) is finished or undone here; a
@@ -110,14 +119,6 @@ class Store:
             with contextlib.suppress(errors.StoreBusy, errors.StoreReadOnly, errors.StoreFull), \
                     self.locked(timeout=0.0), self.disk_full_is_reported():
                 self._recover()
-
-    @contextlib.contextmanager
-    def refusing_links(self) -> Iterator[None]:
-        """A symbolic link met in ``.filemem/`` (LinkRefused) as STORE_CORRUPT naming it."""
-        try:
-            yield
-        except LinkRefused as exc:
-            raise linked(str(exc.filename)) from None
 
     def _require_store(self) -> None:
         """Refuse a git repository that is not a filemem store before writing anything in
@@ -142,11 +143,7 @@ class Store:
         with self._lock:
             if self._lock_depth == 0:
                 try:
-                    with private_files(), self.refusing_links():  # the owner's only
-                        lock = flock.acquire(
-                            os.path.join(self.meta, "lock"),
-                            flock.LOCK_FILE, wait, 0.002,
-                            atomic.open_nofollow)  # never a lock through a link
+                    self._file_lock.hold(wait, 0.002)
                 except flock.Busy:
                     raise errors.StoreBusy(
                         f"the store is busy: its lock {self.meta}/lock has been held by another "
@@ -158,15 +155,13 @@ class Store:
                         raise
                     raise errors.StoreReadOnly(
                         self.root, f"cannot write {self.meta}/lock: {exc.strerror}") from None
-                self._file_lock = lock
             self._lock_depth += 1
             try:
                 yield
             finally:
                 self._lock_depth -= 1
-                if self._lock_depth == 0 and self._file_lock is not None:
-                    flock.release(self._file_lock)
-                    self._file_lock = None
+                if self._lock_depth == 0:
+                    self._file_lock.release()
 
     # ------------------------------------------------------------ the view of HEAD
 
@@ -340,6 +335,9 @@ class Store:
         if st is not None and self._cache.stale(st):
             self._cache.save(st)
         self.git.close()
+        self.ledger.close()
+        if self._lock_depth == 0:
+            self._file_lock.close()
 
     # ------------------------------------------------------------ the git index
 
@@ -554,7 +552,7 @@ class Store:
     def number(self, rows: list[AuditRow], head: str | None) -> None:
         """Stamp ``rows`` with seqs after every row so far (HEAD's, the ledger's, and those
         handed to commits in progress), from the ledger's counter: never the store lock."""
-        with private_files(), self.ledger.numbering(
+        with self.ledger.numbering(
                 lambda: self.trail.last_seq(head) if head else self.ledger.last_seq()) as stamp:
             for r in rows:
                 stamp(r)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from typing import Final
 
 from filemem import errors
+from filemem.files import atomic
+from filemem.files.atomic import LinkRefused
 
 META_DIR: Final = ".filemem"  # local state, never committed
 CONFIG_FILE: Final = "filemem.yaml"
@@ -31,6 +35,22 @@ def linked(path: str) -> errors.ProtocolError:
     return errors.store_corrupt(
         path, "is a symbolic link; filemem does not read or write through links in the "
         "store or its .filemem/ folder (replace it with a real file or folder, or delete it)")
+
+
+@contextlib.contextmanager
+def refusing_links() -> Iterator[None]:
+    """A symbolic link met in ``.filemem/`` (LinkRefused) as STORE_CORRUPT naming it."""
+    try:
+        yield
+    except LinkRefused as exc:
+        raise linked(str(exc.filename)) from None
+
+
+def open_private(path: str, flags: int) -> int:
+    """A file of ``.filemem/`` opened (made the owner's only, as a lock file is), never
+    through a symbolic link: one is STORE_CORRUPT naming it."""
+    with private_files(), refusing_links():
+        return atomic.open_nofollow(path, flags)
 
 
 _READ_ONLY: Final = (errno.EROFS, errno.EACCES, errno.EPERM)

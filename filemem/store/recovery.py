@@ -15,7 +15,7 @@ from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
 from filemem.files.worktree import JournalRecord
 from filemem.store.logs import log
-from filemem.store.names import private_files
+from filemem.store.names import private_files, refusing_links
 from filemem.store.pending import Record, settles
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def recover(store: Store) -> list[str]:
     if store.wal.stale():
         return replay_wal(store)
     repaired = _recover_journal(store)
-    with store.refusing_links():
+    with refusing_links():
         last = store.wal.unsettled()
     if last is not None:
         repaired += _recover_from(store, _journal_of(last), store.wal.path)
@@ -66,7 +66,7 @@ def replay_wal(store: Store) -> list[str]:
     left acted on; then the working tree and index repaired from each record in turn as
     from its journal. The log is emptied last, so a cut during replay replays again."""
     git = store.git
-    with store.refusing_links():
+    with refusing_links():
         records = store.wal.records()
     # a record's pack was not fsynced and may be torn: its objects are written again
     # loose, durably, and the pack goes (packwrite.merge_small rolls them up later)
@@ -98,7 +98,7 @@ def replay_wal(store: Store) -> list[str]:
 
 
 def _recover_journal(store: Store) -> list[str]:
-    with store.refusing_links():
+    with refusing_links():
         record = store.journal.read_all()
     if record is None:
         return []
