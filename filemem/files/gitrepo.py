@@ -234,7 +234,7 @@ class GitRepo:
         set_if_equals re-reads the repository config for every reflog line (~1 ms a
         commit). A git operation stopped half way (a merge with conflicts, a rebase, ...)
         raises GitOperationInProgress under the lock: nothing is committed on top of one."""
-        ref = self.head_ref()
+        ref = self.head_ref(seen=True)  # git replaces HEAD by a rename, as it does a ref
         path = self.file_of(ref)
         try:
             try:

@@ -134,7 +134,7 @@ class Transaction:
                 mirrored = self._mirror(
                     commit, changes, blobs,
                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
-                    lock, checked, view)
+                    lock, checked, view, journaled=not logged)
         finally:  # settled once mirrored, or once sure the branch never moved
             if logged and (mirrored or (not moved and self._branch_not_at(commit))):
                 self._settle(commit)
@@ -262,9 +262,10 @@ class Transaction:
     def _mirror(self, commit: str, changes: dict[str, bytes | None], blobs: dict[str, str],
                 new: set[str], lock: LockFile | None = None,
                 checked: set[str] | None = None,
-                meanwhile: Callable[[], object] | None = None) -> bool:
+                meanwhile: Callable[[], object] | None = None, journaled: bool = True) -> bool:
         """Put the files a commit changed into the working tree and the index, then clear
-        the journal. ``new``: paths created exclusively (nothing may be there yet);
+        the journal (``journaled``: under the log there is none, as the transaction's start
+        found). ``new``: paths created exclusively (nothing may be there yet);
         ``checked``: the folders :meth:`Store.check_writable` found inside the store and no
         link under this lock; ``meanwhile``: done while the index is hashed. If this fails
         (False) the commit stands and the journal stays: the next transaction (or open)
@@ -282,7 +283,8 @@ class Transaction:
                                                if d is not None}, new, checked)
             index.set_many((path, blobs[path], st) for path, st in written.items())
             store._write_index(index, lock, meanwhile)
-            store.journal.clear()
+            if journaled:
+                store.journal.clear()
             return True
         except (OSError, TimeoutError) as exc:
             log.warning("filemem: commit %s is written, but updating the working tree "
