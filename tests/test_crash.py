@@ -102,7 +102,7 @@ def die(*args, **kwargs):
 
 real_cas = filemem.files.gitrepo.GitRepo.cas_head
 
-def die_before_cas(self, old, new, message, durable=True):
+def die_before_cas(self, old, new, message, durable=True, then=None):
     print(new, flush=True)  # the commit object that was written but never referenced
     os._exit(9)
 

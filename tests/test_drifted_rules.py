@@ -77,10 +77,10 @@ def test_an_audit_only_commit_is_never_dropped(make_provider: Any, store_path: P
     real = GitRepo.cas_head
 
     def always_moved(self: GitRepo, old: str | None, new: str, message: str,
-                     durable: bool = True) -> bool:
+                     durable: bool = True, then: Any = None) -> bool:
         if "denied" in message:
             return False  # as if someone committed with git every time
-        return real(self, old, new, message, durable)
+        return real(self, old, new, message, durable, then)
 
     monkeypatch.setattr(GitRepo, "cas_head", always_moved)
     with pytest.raises(filemem.ProtocolError) as info:
@@ -95,7 +95,7 @@ def test_an_audit_only_commit_is_never_dropped(make_provider: Any, store_path: P
 def test_a_write_on_a_branch_that_keeps_moving_says_so(make_provider: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     provider = make_provider()
-    monkeypatch.setattr(GitRepo, "cas_head", lambda self, old, new, message, durable=True: False)
+    monkeypatch.setattr(GitRepo, "cas_head", lambda self, *args, **kwargs: False)
     with pytest.raises(filemem.StoreBusy, match="branch moved 5 times"):
         provider.add({**UG, "text": "never lands"}, ctx())
 

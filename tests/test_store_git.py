@@ -340,6 +340,38 @@ def test_a_view_that_missed_a_move_is_read_again_by_the_retry(
     assert_clean_repo(store_path)
 
 
+def test_each_write_leaves_its_reflog_line_even_when_its_working_tree_update_fails(
+        seeded: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git's reflog has a line for every move of the branch, old and new commit and the
+    write's subject, as git writes them (they are written while git's index is hashed);
+    a write whose working-tree update fails still moved the branch, and its line is there."""
+    from filemem.store import transaction
+
+    before = head(store_path)
+    seeded.add({**UG, "text": "gamma drinks coffee"}, ctx())
+    first = head(store_path)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(5, "input/output error")
+
+    monkeypatch.setattr(transaction, "write_files", failing)
+    seeded.add({**UG, "text": "delta drinks tea"}, ctx())  # stands; repaired by the next
+    second = head(store_path)
+    monkeypatch.undo()
+    seeded.add({**UG, "text": "epsilon drinks water"}, ctx())
+    third = head(store_path)
+    for ref in ("main", "HEAD"):
+        lines = git(store_path, "reflog", "show", "--format=%H %gs", ref).splitlines()[:3]
+        assert [line.split(" ", 1)[0] for line in lines] == [third, second, first]
+        assert [line.split(" ", 1)[1] for line in lines] == [
+            "add user/user-global: epsilon drinks water", "add user/user-global: delta drinks tea",
+            "add user/user-global: gamma drinks coffee"]
+    olds = [line.split(" ", 1)[0] for line in
+            (store_path / ".git" / "logs" / "refs" / "heads" / "main").read_text().splitlines()]
+    assert olds[-3:] == [before, first, second]
+    assert_clean_repo(store_path)
+
+
 def test_external_commit_in_the_same_second_is_listed_newest_first(
         seeded: filemem.Provider, store_path: Path) -> None:
     last = seeded.audit_list(1)[0]

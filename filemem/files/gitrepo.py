@@ -11,6 +11,7 @@ the common cases are read without it (:mod:`.objread`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import heapq
 import os
@@ -224,7 +225,8 @@ class GitRepo:
             pass
         return None
 
-    def cas_head(self, old: str | None, new: str, message: str, durable: bool = True) -> bool:
+    def cas_head(self, old: str | None, new: str, message: str, durable: bool = True,
+                 then: list[Callable[[], None]] | None = None) -> bool:
         """Move the branch from ``old`` to ``new`` only if it still points at ``old``.
 
         git's own protocol: ``<ref>.lock`` created exclusively (a git command holding it
@@ -233,7 +235,9 @@ class GitRepo:
         write-ahead log holds the move); then a reflog line, as git writes one. dulwich's
         set_if_equals re-reads the repository config for every reflog line (~1 ms a
         commit). A git operation stopped half way (a merge with conflicts, a rebase, ...)
-        raises GitOperationInProgress under the lock: nothing is committed on top of one."""
+        raises GitOperationInProgress under the lock: nothing is committed on top of one.
+        ``then``: the reflog lines are not written here but added to it, for the caller to
+        write while it waits on something else (a write: git's index being hashed)."""
         ref = self.head_ref(seen=True)  # git replaces HEAD by a rename, as it does a ref
         path = self.file_of(ref)
         try:
@@ -252,7 +256,10 @@ class GitRepo:
                 return False
             lock.write(new.encode() + b"\n")
             lock.commit()  # released by the rename: the .lock name is the next writer's
-        self._reflog(ref, old, new, message)
+        if then is None:
+            self._reflog(ref, old, new, message)
+        else:
+            then.append(functools.partial(self._reflog, ref, old, new, message))
         return True
 
     def _reflog(self, ref: str, old: str | None, new: str, message: str) -> None:

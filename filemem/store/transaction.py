@@ -119,14 +119,16 @@ class Transaction:
             store.journal.begin(st.head, commit, paths, adopted=adopted)
         moved = mirrored = False
         evolved: list[State] = []  # the next view, made while git's index is hashed
+        reflog: list[Callable[[], None]] = []  # the move's reflog lines, written meanwhile too
 
         def view() -> None:
+            _run(reflog)
             if evolve_with is not None:
                 evolved.append(evolve(st, commit, tree, *evolve_with, blobs))
 
         try:
             with self._index_locked(bool(changes)) as lock:
-                if not self._swap(commit, subject, durable=not logged):
+                if not self._swap(commit, subject, durable=not logged, then=reflog):
                     raise HeadMoved(f"the branch moved while writing {subject!r}")
                 moved = True
                 # from here on the write has happened; the rest mirrors it into the working
@@ -136,6 +138,7 @@ class Transaction:
                     {p for p in changes if head_blobs[p] is None and p not in allow_dirty},
                     lock, checked, view, journaled=not logged)
         finally:  # settled once mirrored, or once sure the branch never moved
+            _run(reflog)  # a mirror that failed before its wait: the lines still go
             if logged and (mirrored or (not moved and self._branch_not_at(commit))):
                 self._settle(commit)
         if wal_size > CHECKPOINT_BYTES:
@@ -233,15 +236,17 @@ class Transaction:
         with lock:  # released (aborted) on any way out that did not write the index
             yield lock
 
-    def _swap(self, new: str, message: str, wait: float = 2.0, durable: bool = True) -> bool:
+    def _swap(self, new: str, message: str, wait: float = 2.0, durable: bool = True,
+              then: list[Callable[[], None]] | None = None) -> bool:
         """The compare-and-swap of the branch from this view's HEAD to ``new``; False if it
         moved. A branch lock file taken by a git command is waited for briefly, then
-        StoreBusy naming the file; the journal is cleared whenever the move did not happen."""
+        StoreBusy naming the file; the journal is cleared whenever the move did not happen.
+        ``then``: as for :meth:`GitRepo.cas_head` (the reflog lines, for the caller)."""
         store = self.store
         deadline = time.monotonic() + wait
         while True:
             try:
-                moved = not store.git.cas_head(self.state.head, new, message, durable)
+                moved = not store.git.cas_head(self.state.head, new, message, durable, then)
                 break
             except errors.GitOperationInProgress:  # the last line of defence: nothing moved
                 store.journal.clear()
@@ -290,6 +295,12 @@ class Transaction:
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
             return False
+
+
+def _run(calls: list[Callable[[], None]]) -> None:
+    """Call each of ``calls`` once, and forget them."""
+    while calls:
+        calls.pop(0)()
 
 
 def hand_edited(path: str) -> errors.ProtocolError:
