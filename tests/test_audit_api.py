@@ -61,6 +61,28 @@ def test_newest_first_with_unique_growing_seq(provider: filemem.Provider) -> Non
     assert all(list(r) == FIELDS for r in rows)
 
 
+def test_seqs_grow_past_the_last_commits_rows_without_the_counter_in_one_millisecond(
+        provider: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counter remembers the seqs handed out; without it (deleted), the next rows still
+    come after the last commit's last row, with the clock standing still (seq = the
+    previous + 1): the floor is read from HEAD, or remembered from this process's commit."""
+    from filemem.store import auditlog, transaction
+
+    monkeypatch.setattr(transaction, "now_ms", lambda: 1_900_000_000_000)
+    monkeypatch.setattr(auditlog, "now_ms", lambda: 1_900_000_000_000)
+    provider.seed([{**UG, "text": f"seeded {i}"} for i in range(3)], ctx())
+    (store_path / ".filemem" / "ledger.lock").unlink()
+    provider.add({**UG, "text": "after the seed"}, ctx())
+    (store_path / ".filemem" / "ledger.lock").unlink()
+    with filemem.open_store(store_path, write_policy="auto") as other:  # reads HEAD's rows
+        other.add({**UG, "text": "from another process's view"}, ctx())
+    rows = rows_of(provider)
+    assert [r["text"] for r in rows[:5]] == [
+        "from another process's view", "after the seed", "seeded 2", "seeded 1", "seeded 0"]
+    seqs = [r["seq"] for r in rows[:5]]
+    assert seqs == list(range(seqs[-1] + 4, seqs[-1] - 1, -1))
+
+
 def test_limit(provider: filemem.Provider) -> None:
     for i in range(4):
         provider.add({**UG, "text": f"e{i}"}, ctx())

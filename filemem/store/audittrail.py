@@ -20,10 +20,17 @@ class AuditTrail:
         self.git = git
         self.ledger = ledger
         self._rows: dict[str, RowBlock] = {}  # commit sha -> its rows, newest first
+        self._made: dict[str, int] = {}  # the last commit this process made -> its last seq
         self._walk = Walk(git, self._block)
+
+    def made(self, sha: str, rows: list[AuditRow]) -> None:
+        """Note a commit this process is making with ``rows`` (numbered, in seq order): the
+        next write numbers its rows after them without reading the commit back."""
+        self._made = {sha: int(rows[-1]["seq"])} if rows else {}
 
     def forget(self) -> None:
         """Drop what is kept in memory (a redaction: the old rows hold the old texts)."""
+        self._made = {}
         self._rows.clear()
         self._walk = Walk(self.git, self._block)
         self.ledger.forget()
@@ -39,6 +46,9 @@ class AuditTrail:
         chain: list[CommitInfo] = []
         base = 0
         current: str | None = sha
+        made = self._made.get(sha)
+        if made is not None:
+            return made
         while current is not None:
             cached = self._rows.get(current)
             if cached is not None:

@@ -101,6 +101,7 @@ class Transaction:
             tree, blobs = st.tree, {}
         commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
                                  pending)
+        store.trail.made(commit, rows)  # what the next write numbers after, if it lands
         # one fdatasync, of the write-ahead log, makes the write durable where it is on
         # (wal.py), and its record is the write's journal until settled; elsewhere the
         # pack, the journal and the ref are fsynced
