@@ -228,3 +228,17 @@ def test_a_forked_child_does_not_share_its_parents_kept_lock(tmp_path: Path,
         assert taken_elsewhere(path)  # the child's exit left the parent's lock held
         kept.release()
     kept.close()
+
+
+@posix_only
+def test_a_kept_lock_dropped_without_closing_closes_its_file(tmp_path: Path) -> None:
+    import gc
+
+    before = open_fds()
+    kept = flock.Kept(str(tmp_path / "lock"), FLAGS)
+    kept.hold(0.0, 0.01)
+    kept.release()
+    assert open_fds() != before
+    del kept
+    gc.collect()
+    assert open_fds() == before

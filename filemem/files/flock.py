@@ -102,19 +102,20 @@ class Kept:
         self._fd: int | None = None
         self._ino: tuple[int, int] = (0, 0)
         self._file: IO[bytes] | None = None  # Windows: the file of the current hold
-        self._closing = weakref.finalize(self, _close_quietly, [None])
+        self._closing: weakref.finalize[[int], Kept] | None = None  # closes it if dropped
         _all.add(self)
 
     def hold(self, timeout: float, interval: float) -> int:
         """Take the lock as :func:`acquire` does (Busy after ``timeout``); the open file's
         descriptor, to read or write the file through while held."""
+        deadline = time.monotonic() + timeout
         if not self._turn.acquire(timeout=max(timeout, 0.0)):
             raise Busy(self.path)
         try:
             if fcntl is None:
-                self._file = acquire(self.path, self.flags, timeout, interval, self.opener)
+                left = max(deadline - time.monotonic(), 0.0)
+                self._file = acquire(self.path, self.flags, left, interval, self.opener)
                 return self._file.fileno()
-            deadline = time.monotonic() + timeout
             while True:
                 fd = self._open()
                 while True:
@@ -151,9 +152,11 @@ class Kept:
     def close(self) -> None:
         """Close the kept file (not while held); the next hold opens it again."""
         fd, self._fd = self._fd, None
-        self._closing.detach()
+        if self._closing is not None:
+            self._closing.detach()
+            self._closing = None
         if fd is not None:
-            _close_quietly([fd])
+            _close_quietly(fd)
 
     def _open(self) -> int:
         if self._fd is None:
@@ -164,7 +167,7 @@ class Kept:
                 os.close(fd)
                 raise
             self._fd, self._ino = fd, (st.st_dev, st.st_ino)
-            self._closing = weakref.finalize(self, _close_quietly, [fd])
+            self._closing = weakref.finalize(self, _close_quietly, fd)
         return self._fd
 
     def _forked(self) -> None:
@@ -173,11 +176,9 @@ class Kept:
         self.close()  # the parent's lock stays the parent's: closing a copy keeps it
 
 
-def _close_quietly(fds: list[int | None]) -> None:
-    for fd in fds:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 _all: weakref.WeakSet[Kept] = weakref.WeakSet()
