@@ -17,6 +17,7 @@ whole audit trail. This module knows entries and rules, not files or git.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
@@ -335,13 +336,16 @@ class Provider:
         if isinstance(opts.get("agentKey"), str):
             agent_key = opts["agentKey"]
         track, scope = filt.get("track"), filt.get("scope")
-        pool = state.layer(track, scope) if isinstance(track, str) and isinstance(scope, str) \
-            else state.entries.values()
+        pool: Iterable[Entry]
+        if isinstance(track, str) and isinstance(scope, str):
+            pool, index = state.layer(track, scope), None
+        else:
+            pool, index = state.entries.values(), state.text_index()
         page, total = query_mod.run(
             pool, track=track, scope=scope, text=filt.get("text"),
             workspace_key=workspace_key, agent_key=agent_key,
             limit=query_mod.page_limit(filt.get("limit"), cfg.max_entries_per_query),
-            recall_count=recall.count,
+            recall_count=recall.count, index=index,
         )
         result = [self._protocol(e) for e in page]
         self.store.bump_recall([e.id for e in page], now_ms())

@@ -363,3 +363,41 @@ def test_a_lone_surrogate_in_a_query_is_invalid_input_and_changes_nothing(
     assert caught.value.code == "INVALID_INPUT" and "lone surrogate" in caught.value.message
     assert counts(p) == {"x marks the spot": 0}  # no recall bump
     assert (ledger.read_bytes() if ledger.exists() else b"") == before
+
+
+# ---------------------------------------------------------------- the text index
+
+
+def _entry(i: int, text: str) -> Any:
+    from filemem.model import Entry
+
+    return Entry(id=f"{i:08d}-0000-4000-8000-000000000000", track="user", scope="user-global",
+                 workspace_key="", agent_key="", text=text, source="t", tags=(), version=1,
+                 created_at=i, updated_at=i, session_id=None)
+
+
+def test_the_text_index_finds_what_a_test_of_each_entry_finds() -> None:
+    """All entries' texts joined in one string (a query over the whole store) find exactly
+    the entries a test of each one finds, in their order: a needle in one text or in
+    many (past the few found one by one), at a text's start or end, spanning two texts
+    (never a match), holding the separator (a NUL, which a text may hold too)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from filemem.rules.query import TextIndex
+
+    alphabet = st.sampled_from(["a", "b", "ab", "\0", " ", "é", "x"])
+    texts = st.lists(st.lists(alphabet, max_size=6).map("".join), max_size=80)
+
+    @settings(max_examples=300, deadline=None)
+    @given(texts, st.lists(alphabet, min_size=1, max_size=3).map("".join))
+    def check(ts: list[str], needle: str) -> None:
+        entries = [_entry(i, t) for i, t in enumerate(ts)]
+        assert TextIndex(entries).containing(needle) == [e for e in entries if needle in e.fold]
+
+    check()
+    many = [_entry(i, f"fact {i}") for i in range(200)]
+    index = TextIndex(many)
+    assert index.containing("fact") == many  # every one: the rest tested one by one
+    assert index.containing("fact 19") == [many[19], *many[190:200]]
+    assert index.containing("9f") == []  # "…19" + "fact…" only across two texts

@@ -8,6 +8,7 @@ from filemem import errors
 from filemem.config import Config
 from filemem.files.layout import entry_path
 from filemem.model import LAYERS, Entry
+from filemem.rules.query import TextIndex
 
 
 class State:
@@ -17,6 +18,7 @@ class State:
         "_layers",
         "_newest",
         "_ordered",
+        "_text_index",
         "blobs",
         "config",
         "config_blob",
@@ -52,6 +54,7 @@ class State:
         # by evolve (a write changes a layer or two: rebuilding all of them was an O(n) loop)
         self._layers = _layers
         self._ordered: list[Entry] | None = None
+        self._text_index: TextIndex | None = None
         self._newest = _newest
 
     def layer(self, track: str, scope: str) -> ValuesView[Entry]:
@@ -73,6 +76,12 @@ class State:
         if self._newest is None:
             self._newest = max((e.created_at for e in self.entries.values()), default=0)
         return self._newest
+
+    def text_index(self) -> TextIndex:
+        """All entries' texts, for a query over all of them (made when first asked)."""
+        if self._text_index is None:
+            self._text_index = TextIndex(self.entries.values())
+        return self._text_index
 
     def ordered(self) -> list[Entry]:
         """All entries by (createdAt, id): the listing order."""
