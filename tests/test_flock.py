@@ -242,3 +242,30 @@ def test_a_kept_lock_dropped_without_closing_closes_its_file(tmp_path: Path) -> 
     del kept
     gc.collect()
     assert open_fds() == before
+
+
+@posix_only
+def test_closing_a_kept_lock_another_thread_holds_leaves_its_file_open(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "counter"
+    kept = flock.Kept(str(path), os.O_RDWR | os.O_CREAT)
+    held, closed, done = threading.Event(), threading.Event(), threading.Event()
+
+    def holder() -> None:
+        fd = kept.hold(0.0, 0.01)
+        held.set()
+        closed.wait(10)
+        os.pwrite(fd, b"42\n", 0)  # its file still open, though close() was called
+        kept.release()
+        done.set()
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(10)
+    kept.close()
+    closed.set()
+    t.join()
+    assert done.is_set() and path.read_bytes() == b"42\n"
+    kept.close()  # now it is
+    assert kept._fd is None

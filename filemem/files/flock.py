@@ -133,7 +133,7 @@ class Kept:
                 except FileNotFoundError:
                     pass
                 fcntl.flock(fd, fcntl.LOCK_UN)  # a file no longer at the path: open anew
-                self.close()
+                self._drop()
         except BaseException:
             self._turn.release()
             raise
@@ -150,7 +150,16 @@ class Kept:
             self._turn.release()
 
     def close(self) -> None:
-        """Close the kept file (not while held); the next hold opens it again."""
+        """Close the kept file; the next hold opens it again. While a thread holds the
+        lock, nothing is closed (its file is closed when this object goes)."""
+        if not self._turn.acquire(blocking=False):
+            return
+        try:
+            self._drop()
+        finally:
+            self._turn.release()
+
+    def _drop(self) -> None:
         fd, self._fd = self._fd, None
         if self._closing is not None:
             self._closing.detach()
@@ -173,7 +182,7 @@ class Kept:
     def _forked(self) -> None:
         self._turn = threading.Lock()
         self._file = None
-        self.close()  # the parent's lock stays the parent's: closing a copy keeps it
+        self._drop()  # the parent's lock stays the parent's: closing a copy keeps it
 
 
 def _close_quietly(fd: int) -> None:
