@@ -68,25 +68,6 @@ def instrument() -> None:
     core.Store.committed = timing("after", core.Store.committed)  # type: ignore[method-assign]
 
 
-def file_floor(folder: str, sizes: list[int]) -> float:
-    """ms to create ``len(sizes)`` new files of those sizes in a new folder under ``folder``
-    (open exclusively, write, fstat, close: what a working-tree file costs at the least)."""
-    where = tempfile.mkdtemp(prefix="floor-", dir=folder)
-    fd = os.open(where, os.O_RDONLY)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        start = time.perf_counter()
-        for i, size in enumerate(sizes):
-            f = os.open(f"{i}.md", flags, 0o600, dir_fd=fd)
-            os.write(f, b"x" * size)
-            os.fstat(f)
-            os.close(f)
-        return (time.perf_counter() - start) * 1000
-    finally:
-        os.close(fd)
-        shutil.rmtree(where, ignore_errors=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", default=os.environ.get("FILEMEM_REFERENCE"),
@@ -116,7 +97,7 @@ def main() -> None:
         sizes = [known[i % len(known)] for i in range(len(work["seeds"][0]["inputs"]))]
         for batch in work["seeds"]:
             retire.drain()  # the last seed's replaced ref and index freed before the floor
-            samples["floor"].append(file_floor(tmp, sizes))
+            samples["floor"].append(vr.file_floor(tmp, sizes))
             spent.clear()
             t = time.perf_counter()
             p.seed(batch["inputs"], batch["write"])

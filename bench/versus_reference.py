@@ -24,7 +24,11 @@ the removes just freed inodes, which a new file on ext4 without a journal skips 
 The fsync floor is what the disk needs to make one small write durable: a file of 200 bytes
 written, fsynced, renamed over and its folder fsynced, in the folder that holds the stores.
 It is sampled before, between and after the runs and after every filemem write (a shared
-disk's speed changes by the second), and the median of all samples is used.
+disk's speed changes by the second), and the median of all samples is used. Before each
+seed, 1,000 files of the entry files' sizes are created by one Python loop beside the
+seeds' stores, and that time is printed too (no target: what the seed's working-tree files
+cost at the least in those seconds; right after another program deleted many files it can
+be several times its usual 10-20 ms).
 Every figure is a median in ms and is printed beside its target. The reference neither
 fsyncs nor keeps history; filemem's writes are durable when they return.
 
@@ -61,7 +65,7 @@ import filemem
 from bench import BIG, file_system, spread
 from bench import ctx as write_ctx
 from bench import entry as new_entry
-from filemem.files import retire
+from filemem.files import codec, retire
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "reference_workload.mjs"
@@ -201,12 +205,16 @@ def build_filemem(root: str, work: dict[str, Any], commits: int,
 
 
 def alternately(items: list[Any], mine: Callable[[Any], Any], theirs: Callable[[Any], Any],
-                floor: bool = False) -> tuple[list[float], list[float]]:
+                floor: bool = False, before: Callable[[], object] | None = None
+                ) -> tuple[list[float], list[float]]:
     """Each item through ``mine`` then ``theirs`` (each call's ms; ``floor``: a floor sample
-    after each call): the two see the disk in the same state, second by second."""
+    after each call; ``before``: run before each item, untimed): the two see the disk in
+    the same state, second by second."""
     a: list[float] = []
     b: list[float] = []
     for item in items:
+        if before is not None:
+            before()
         for fn, out in ((mine, a), (theirs, b)):
             t = time.perf_counter()
             fn(item)
@@ -214,6 +222,25 @@ def alternately(items: list[Any], mine: Callable[[Any], Any], theirs: Callable[[
             if floor:
                 floor_sample()
     return a, b
+
+
+def file_floor(folder: str, sizes: list[int]) -> float:
+    """ms to create ``len(sizes)`` new files of those sizes in a new folder under ``folder``
+    (open exclusively, write, fstat, close: what a working-tree file costs at the least)."""
+    where = tempfile.mkdtemp(prefix="floor-", dir=folder)
+    fd = os.open(where, os.O_RDONLY)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        start = time.perf_counter()
+        for i, size in enumerate(sizes):
+            f = os.open(f"{i}.md", flags, 0o600, dir_fd=fd)
+            os.write(f, b"x" * size)
+            os.fstat(f)
+            os.close(f)
+        return (time.perf_counter() - start) * 1000
+    finally:
+        os.close(fd)
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def run_filemem(p: filemem.Provider, b: BridgeClient,
@@ -309,7 +336,8 @@ def verdict(value: float, target: float) -> str:
 
 
 def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
-           br: dict[str, list[float]], floor: list[float]) -> dict[str, Any]:
+           br: dict[str, list[float]], floor: list[float],
+           files: list[float] | None = None, file_count: int = 0) -> dict[str, Any]:
     fl, rt = med(floor), med(br["round trip"])
     rt_writes = med(br["spaced round trip"])  # the writes' calls come after a floor sample
     rows = []
@@ -337,10 +365,14 @@ def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
         rows.append({"op": op, "reference": r, "filemem": f, "bridge": b, "target": target,
                      "judged": check, "met": check <= target})
     print(f"{'fsync floor':<28} {'':>10} {fl:>10.3f} {'':>10}  (n={len(floor)})")
+    if files:  # not a target: what the disk asked of the seed's files in the same seconds
+        print(f"{f'{file_count:,} files created':<28} {'':>10} {med(files):>10.3f} {'':>10}  "
+              "(one Python loop beside each seed: the least its working-tree files cost)")
     print(f"{'bridge round trip':<28} {'':>10} {'':>10} {rt:>10.3f}  (describe)")
     print(f"{'bridge round trip, spaced':<28} {'':>10} {'':>10} {rt_writes:>10.3f}  "
           "(describe, a floor sample after each, as after each write)")
-    return {"floor": fl, "round_trip": rt, "round_trip_spaced": rt_writes, "rows": rows}
+    return {"floor": fl, "round_trip": rt, "round_trip_spaced": rt_writes, "rows": rows,
+            "files_floor": med(files) if files else None}
 
 
 GROUP = ", both stores in a block group of their own"
@@ -417,9 +449,15 @@ def main() -> None:
         try:
             with filemem.open_store(os.path.join(seeding, "store"), write_policy="auto",
                                     budgets=BIG) as p:
+                # beside each seed, the floor of its working-tree files: as many files, of
+                # the sizes of the entry files so far, created by one Python loop
+                known = [len(codec.encode(e)) for e in p.store.state().entries.values()]
+                sizes = [known[i % len(known)] for i in range(len(work["seeds"][0]["inputs"]))]
+                files: list[float] = []
                 fm["seed"], br["seed"] = alternately(
                     work["seeds"], lambda x: p.seed(x["inputs"], x["write"]),
-                    lambda x: b.call("seed", x))
+                    lambda x: b.call("seed", x),
+                    before=lambda: files.append(file_floor(seeding, sizes)))
                 # as the reference's workload: the newest rows are then the last seed's; reads
                 # back to back, as the round trip they are judged net of
                 limits = [work["auditLimit"]] * work["auditRuns"]
@@ -438,7 +476,7 @@ def main() -> None:
               f"Python {sys.version.split()[0]}, stores in {args.dir or tempfile.gettempdir()}"
               f" ({file_system(tmp)}{GROUP if own_group else ''}); git status after the run: "
               f"{'clean' if not clean else 'DIRTY'}")
-        figures = report(ref, fm, br, FLOOR)
+        figures = report(ref, fm, br, FLOOR, files, len(sizes))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump({"entries": args.entries, "commits": args.commits, "n": args.n,

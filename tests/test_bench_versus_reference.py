@@ -44,9 +44,11 @@ def test_a_tiny_run_prints_each_figure_beside_its_target(tmp_path: Path) -> None
     assert any(line.startswith("fsync floor") for line in lines)
     assert any(line.startswith("bridge round trip ") for line in lines)
     assert any(line.startswith("bridge round trip, spaced") for line in lines)
+    files = next(line for line in lines if " files created " in line)  # beside the seeds
+    assert files.split(" files created")[0].replace(",", "").isdigit(), files
     data = json.loads(figures.read_text())
     assert data["clean"] is True and data["floor"] > 0 and data["round_trip"] > 0
-    assert data["round_trip_spaced"] > 0
+    assert data["round_trip_spaced"] > 0 and data["files_floor"] > 0
     assert [r["op"] for r in data["rows"]] == ["add", "replace", "remove", "query", "seed",
                                                "auditList"]
     assert os.listdir(tmp_path) == ["out.json"]  # the stores are removed
