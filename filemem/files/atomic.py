@@ -89,6 +89,14 @@ def identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
+def identity_at(path: str) -> tuple[int, int, int, int] | None:
+    """:func:`identity` of the file at ``path`` (followed if a link), None if none is there."""
+    try:
+        return identity(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd``: ``os.write`` may write fewer bytes than asked (a
     signal, a pipe, a nearly full disk); a write of nothing raises ENOSPC, as does a full

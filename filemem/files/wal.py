@@ -128,10 +128,10 @@ class Wal:
     """``.filemem/wal``: appended under the store lock, replayed or checkpointed under it.
 
     The log as this process last found or left it settled (this boot's header, a whole
-    settle mark at its end) is remembered by its file, size and modification time, so that
-    before each write one ``stat`` says it is still so, where reading its header and last
-    frame took six system calls: another process's append, a cut, a reset (a new file)
-    each change one of the three."""
+    settle mark at its end) is remembered by :func:`atomic.identity` (its file, size and
+    times), so that before each write one ``stat`` says it is still so, where reading its
+    header and last frame took six system calls: another process's append, a cut, a reset
+    (a new file) each change it."""
 
     __slots__ = ("_known", "_ours", "path")
 

@@ -336,17 +336,12 @@ class Store:
             self._cache.save(st)
         self.git.close()
         self.ledger.close()
-        if self._lock_depth == 0:
-            self._file_lock.close()
+        self._file_lock.close()  # kept open while this or another thread holds it
 
     # ------------------------------------------------------------ the git index
 
     def index(self) -> GitIndex:
-        path = self.git.file_of("index")
-        try:
-            ident: tuple[int, int, int, int] | None = atomic.identity(os.stat(path))
-        except FileNotFoundError:
-            ident = None
+        ident = atomic.identity_at(self.git.file_of("index"))
         if self._index is not None and ident == self._index_id:
             return self._index
         try:

@@ -35,15 +35,9 @@ class RecallCounters:
         self._log_id: tuple[int, int] | None = None
         self._base_id: tuple[int, int, int, int] | None = None
 
-    def _stat_id(self, path: str) -> tuple[int, int, int, int] | None:
-        try:
-            return atomic.identity(os.stat(path))
-        except FileNotFoundError:
-            return None
-
     def refresh(self) -> None:
         """Fold in what was appended since the last look (a stat when nothing was)."""
-        base_id = self._stat_id(self.base_path)
+        base_id = atomic.identity_at(self.base_path)
         if base_id != self._base_id:
             self._counts = {}
             self._offset = 0
