@@ -26,8 +26,18 @@ sys.stdin.read()
 """
 
 
-def open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
+def fds_on(path: str) -> set[str]:
+    """This process's open files that name ``path``. Only those: other tests' files, closed
+    by the garbage collector at any moment, must not count."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile, or the listing's own descriptor
+        if link.removesuffix(" (deleted)") == os.path.realpath(path):
+            out.add(name)
+    return out
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
@@ -37,12 +47,13 @@ def test_a_lock_another_process_holds_is_busy_then_taken_once_released(tmp_path:
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        before = open_fds()
-        with pytest.raises(flock.Busy):
+        # each traceback is kept: its frames would keep a file left open from being collected
+        with pytest.raises(flock.Busy) as once:
             flock.acquire(path, FLAGS, 0.0, 0.01)  # one try
-        with pytest.raises(flock.Busy):
+        with pytest.raises(flock.Busy) as waited:
             flock.acquire(path, FLAGS, 0.1, 0.01)  # tried until the deadline
-        assert open_fds() == before  # the file opened for each try was closed again
+        assert once.tb is not None and waited.tb is not None
+        assert fds_on(path) == set()  # the file opened for each try was closed again
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
@@ -112,8 +123,8 @@ def test_a_kept_lock_stays_open_between_holds_and_excludes_other_processes(
         tmp_path: Path) -> None:
     path = str(tmp_path / "lock")
     kept = flock.Kept(path, FLAGS)
-    before = open_fds()
     fd = kept.hold(0.0, 0.01)
+    assert fds_on(path) == {str(fd)}
     assert taken_elsewhere(path)
     kept.release()
     assert not taken_elsewhere(path)  # let go, though its file stays open
@@ -129,7 +140,7 @@ def test_a_kept_lock_stays_open_between_holds_and_excludes_other_processes(
     kept.hold(5.0, 0.01)
     kept.release()
     kept.close()
-    assert open_fds() == before
+    assert fds_on(path) == set()
 
 
 @posix_only
@@ -234,14 +245,14 @@ def test_a_forked_child_does_not_share_its_parents_kept_lock(tmp_path: Path,
 def test_a_kept_lock_dropped_without_closing_closes_its_file(tmp_path: Path) -> None:
     import gc
 
-    before = open_fds()
-    kept = flock.Kept(str(tmp_path / "lock"), FLAGS)
+    path = str(tmp_path / "lock")
+    kept = flock.Kept(path, FLAGS)
     kept.hold(0.0, 0.01)
     kept.release()
-    assert open_fds() != before
+    assert len(fds_on(path)) == 1
     del kept
     gc.collect()
-    assert open_fds() == before
+    assert fds_on(path) == set()
 
 
 @posix_only
