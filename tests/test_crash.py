@@ -23,6 +23,7 @@ import filemem
 from filemem.files import wal
 from filemem.files.layout import key_dir
 from filemem.files.worktree import TMP_SUFFIX
+from tests import orphans
 from tests.conftest import BIG, ctx, git, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
@@ -222,50 +223,20 @@ def test_random_kills_never_leave_a_half_write(planted: Planted, store_path: Pat
     rng = random.Random(20261130)
     start = int(git(store_path, "rev-list", "--count", "HEAD"))
     for round_no in range(ROUNDS):
-        child = subprocess.Popen([sys.executable, "-c", WORKER, str(store_path), str(round_no)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = orphans.start([sys.executable, "-c", WORKER, str(store_path), str(round_no)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert child.stdout is not None
         line = child.stdout.readline()
         assert line == b"ready\n", child.stderr.read() if child.stderr else b""
         time.sleep(rng.uniform(0.05, 0.6))
         assert child.poll() is None, child.stderr.read() if child.stderr else b""
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=10)
+        assert orphans.kill(child) == -signal.SIGKILL  # and a `git repack` it started ended
         child.stdout.close()
         if child.stderr:
             child.stderr.close()
-        assert child.returncode == -signal.SIGKILL
-        wait_for_orphaned_repack(store_path)
         p = assert_repaired(store_path, planted)
         p.close()
     assert int(git(store_path, "rev-list", "--count", "HEAD")) > start + ROUNDS  # work was done
-
-
-def wait_for_orphaned_repack(store: Path) -> None:
-    """A `git repack` the killed writer had started goes on by itself (git's repack is safe
-    to run beside writers). `git fsck` run while it prunes the packed loose objects sees
-    them vanish, so wait for it first (Linux: read /proc; bounded)."""
-    if not os.path.isdir("/proc"):
-        return
-    needle = str(store).encode()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        busy = False
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if b"repack" in cmdline and needle in cmdline:
-                busy = True
-                break
-        if not busy:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"a git repack in {store} did not finish")
 
 
 def run_targeted(store: Path, point: str, op: str) -> str:

@@ -12,7 +12,6 @@ pass. Correctness never depends on the timing, only which of the allowed outcome
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -23,6 +22,7 @@ import pytest
 
 import filemem
 from filemem.owner import Owner
+from tests import orphans
 from tests.conftest import ctx, git, write_in_flight
 
 UG = {"track": "user", "scope": "user-global"}
@@ -40,22 +40,16 @@ def cli(*args: str) -> list[str]:
 
 
 def run_and_kill(cmd: list[str], delay: float) -> int:
-    """Start ``cmd``, SIGKILL it after ``delay`` seconds (if still running); its exit code."""
-    child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    """Start ``cmd``, SIGKILL it after ``delay`` seconds (if still running), then wait for
+    the git commands it left running (tests/orphans.py); its exit code."""
+    child = orphans.start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     try:
         child.wait(timeout=delay)
     except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
+        return orphans.kill(child)
+    orphans.wait_for_group(child.pid)  # ended by itself: what it started ended first
     return child.returncode
-
-
-def settle(store: Path) -> None:
-    """Let a `git repack` the killed command may have started finish (as test_crash)."""
-    from tests.test_crash import wait_for_orphaned_repack
-
-    wait_for_orphaned_repack(store)
 
 
 def rows_naming(p: filemem.Provider, pid: str) -> list[dict[str, Any]]:
@@ -147,7 +141,6 @@ def test_killing_approve_or_reject_never_loses_the_staged_write(verb: str, round
         text = f"staged write {n}"
         pid = stage(ask_store, text)
         run_and_kill(cli(verb, pid, "--store", str(ask_store)), rng.uniform(0.15, 0.9))
-        settle(ask_store)
         try:
             outcome = judge_pending(ask_store, pid, text, verb)
             seen[outcome] += 1
@@ -303,7 +296,6 @@ def test_killing_adopt_or_discard_leaves_before_or_after(verb: str, rounds: int,
         before = git(ask_store, "status", "--porcelain", "--untracked-files=all")
         assert before.count("\n") >= HAND_FILES // 2
         run_and_kill(cli(verb, "--yes", "--store", str(ask_store)), rng.uniform(0.3, 1.5))
-        settle(ask_store)
         try:
             seen[judge_hand_edits(ask_store, before, edits, verb)] += 1
             assert_sound(ask_store)
@@ -395,7 +387,6 @@ def test_killing_an_adapter_import_leaves_none_or_all(ask_store: Path, tmp_path:
             count = len(p.list_entries())
         run_and_kill(cli("import", "--adapter", "hermes-memory-md", str(memory), "--yes",
                          "--store", str(ask_store)), rng.uniform(0.2, 1.5))
-        settle(ask_store)
         with filemem.open_store(ask_store) as p:
             texts = [e["text"] for e in p.list_entries()]
         got = [t for t in texts if t in notes]

@@ -20,7 +20,7 @@ import pytest
 
 import filemem
 from tests.conftest import ctx, git, head, write_in_flight
-from tests.test_owner_kills import run_and_kill, settle
+from tests.test_owner_kills import run_and_kill
 from tests.test_redact import traces, verify_ok
 
 UG = {"track": "user", "scope": "user-global"}
@@ -91,7 +91,6 @@ def snapshot_of(store: Path) -> dict[str, Any]:
 
 def check_outcome(store: Path, before: dict[str, Any]) -> str:
     """Open the store (it repairs), then: 'before' or 'after', each checked in full."""
-    settle(store)
     with filemem.open_store(store):
         pass
     git(store, "fsck", "--strict")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from filemem.files.layout import entry_path
 from filemem.owner import merge as fmerge
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
+from tests import orphans
 from tests.conftest import Machines, assert_clean_repo, bare_remote, ctx, git, run_cli
 
 UG = {"track": "user", "scope": "user-global"}
@@ -423,12 +423,11 @@ def test_a_killed_sync_leaves_both_sides_valid_and_the_next_one_finishes(
             add(p, f"{who} {i}")
             expected.append(f"{who} {i}")
         target = m.a_path if i % 2 else m.b_path
-        child = subprocess.Popen([sys.executable, "-m", "filemem.cli", "sync", "--store",
-                                  str(target)], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        child = orphans.start([sys.executable, "-m", "filemem.cli", "sync", "--store",
+                               str(target)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.15, 0.75))  # a sync takes ~0.3-0.7 s here
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        orphans.kill(child)  # and wait for a `git fetch` it left running: fsck would race it
         for path in (m.a_path, m.b_path):
             filemem.open_store(path).close()  # the next open repairs the working tree
             assert_clean_repo(path)

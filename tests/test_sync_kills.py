@@ -34,7 +34,7 @@ from filemem.owner import gitfetch
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
 from tests.conftest import ctx, git
-from tests.test_owner_kills import assert_sound, cli, run_and_kill, settle
+from tests.test_owner_kills import assert_sound, cli, run_and_kill
 
 UG = {"track": "user", "scope": "user-global"}
 SEED = 20270301
@@ -177,7 +177,6 @@ def test_killing_sync_leaves_before_or_after_and_the_next_sync_finishes(
         old, theirs = head(target), head(remote, "main")
         before, incoming = texts(target), texts(other)
         code = run_and_kill(cli("sync", "--store", str(target)), delay)
-        settle(target)
         try:
             outcome = judge_sync(target, remote, old, theirs, before, incoming)
             seen[outcome] += 1
