@@ -358,3 +358,23 @@ def test_kill_before_the_ref_moves_changes_nothing(op: str, planted: Planted,
     again.add({**UG, "text": "after the crash"}, ctx())
     assert again.list_entries()[-1]["text"] == "after the crash"
     again.close()
+
+
+def test_the_repair_leaves_a_git_commands_temp_files(planted: Planted,
+                                                     store_path: Path) -> None:
+    """Repairing a killed write removes the temp files filemem's writes make in .git, never
+    a git command's: that command may be running now (a `git fetch` that a killed
+    `filemem sync` started goes on by itself, and fails if they vanish)."""
+    run_targeted(store_path, "before-cas", "add")
+    objects = store_path / ".git" / "objects"
+    (objects / "ab").mkdir(exist_ok=True)
+    gits = [objects / "pack" / "tmp_pack_Ab12Cd", objects / "pack" / "tmp_idx_Ab12Cd",
+            objects / "ab" / "tmp_obj_Q1w2E3"]
+    ours = [objects / "pack" / f"tmp_pack-{'cd' * 20}.pack.4242.0.tmp",
+            objects / "ab" / f"tmp_obj_{'ef' * 19}.4242.1.tmp"]
+    for path in [*gits, *ours]:
+        path.write_bytes(b"being written")
+    assert write_in_flight(store_path) == (wal.boot_id() is not None)
+    assert_repaired(store_path, planted).close()
+    assert [path for path in ours if path.exists()] == []
+    assert [path for path in gits if not path.exists()] == []

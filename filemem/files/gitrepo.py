@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
-from filemem.files import atomic, gitstate, modes, objread, packwrite, treebytes
+from filemem.files import atomic, gitstate, modes, objread, packwrite, treebytes, wal
 from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
 from filemem.files.objread import Packs
 from filemem.files.treebytes import FILE_MODE, TREE_MODE, Tree, serialize_tree
@@ -34,6 +34,9 @@ __all__ = ["FILE_MODE", "TREE_MODE", "GitError", "GitRepo", "RefLocked", "Reposi
 BRANCH: Final = "main"
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TREE_CACHE_MAX: Final = 20_000
+# filemem's own temp files in .git/objects (atomic.temp_name's, ending in its suffix)
+_PACK_TEMP: Final = packwrite.TMP_PREFIX + "pack-"
+_OBJ_TEMP: Final = wal.OBJ_TMP_PREFIX
 _ENTRIES_KEPT: Final = 4096  # tree entries kept encoded between writes (splice): ~1.5 MB
 IDENT_FOR_REFLOG: Final = "filemem <filemem@localhost>"
 
@@ -508,34 +511,40 @@ class GitRepo:
                 _remember(self._commits, sha, _parse_commit(sha, raw))
         return name
 
-    def clear_temp_packs(self) -> None:
-        """Remove what a write killed making a pack left (``tmp_pack-*.tmp``; hold the lock)."""
+    def clear_temp_packs(self) -> list[str]:
+        """Remove what a write killed making a pack left (``tmp_pack-*.tmp``; hold the
+        lock); what was removed."""
+        removed = []
         for name in modes.pack_names(self.git_dir):
-            if name.startswith("tmp_pack-") and name.endswith(atomic.TMP_SUFFIX):
+            if name.startswith(_PACK_TEMP) and name.endswith(atomic.TMP_SUFFIX):
+                path = os.path.join(self.git_dir, "objects", "pack", name)
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(self.git_dir, "objects", "pack", name))
+                    os.unlink(path)
+                    removed.append(path)
+        return removed
 
     def clear_stale_locks(self) -> list[str]:
-        """Remove lock and temp files a killed filemem write left in .git (store lock held)."""
+        """Remove the lock and temp files a killed filemem write left in .git (store lock
+        held): the branch's lock, its pack's and loose objects' temp files (named by
+        :func:`atomic.temp_name`) and dulwich's object locks. A git command's own temp
+        files (``tmp_pack_*``, ``tmp_idx_*``, ``tmp_obj_*``) are not touched: that command
+        may be running now (a ``git fetch`` a killed sync started goes on by itself, and
+        fails if they vanish). A killed one's in ``objects/pack`` go with a repack once
+        stale (:func:`.packing.clear_killed_repack`)."""
         removed = []
         ref_lock = self.file_of(self.head_ref()) + ".lock"
-        for path in (ref_lock,):
-            if os.path.exists(path):
-                os.unlink(path)
-                removed.append(path)
+        if os.path.exists(ref_lock):
+            os.unlink(ref_lock)
+            removed.append(ref_lock)
+        removed += self.clear_temp_packs()
         objects = os.path.join(self.git_dir, "objects")
         for folder in os.listdir(objects):
-            if folder == "pack":
-                full = os.path.join(objects, folder)
-                for name in os.listdir(full):
-                    if name.startswith("tmp_"):
-                        os.unlink(os.path.join(full, name))
-                        removed.append(os.path.join(full, name))
             if len(folder) != 2:
                 continue
             full = os.path.join(objects, folder)
             for name in os.listdir(full):
-                if name.startswith("tmp_obj_") or name.endswith(".lock"):
+                if (name.startswith(_OBJ_TEMP) and name.endswith(atomic.TMP_SUFFIX)) \
+                        or name.endswith(".lock"):
                     os.unlink(os.path.join(full, name))
                     removed.append(os.path.join(full, name))
         return removed

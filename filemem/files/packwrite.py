@@ -30,7 +30,7 @@ TYPE_NUM: Final = {kind: num for num, kind in objread.KINDS.items()}  # pack ent
 SMALL_PACK: Final = 256 << 10  # a pack this small is one write's (or a few merged)
 MERGE_AT: Final = 32  # small packs that make a merge due
 BATCH: Final = 64  # more objects than this are a batch (stored; made durable by an fsync)
-TMP_PREFIX: Final = "tmp_"  # what clear_stale_locks removes from objects/pack
+TMP_PREFIX: Final = "tmp_"  # GitRepo.clear_temp_packs removes these (not git's tmp_pack_*)
 
 
 def chunk(kind: bytes, raw: bytes, stored: bool = False) -> bytes:

@@ -409,6 +409,9 @@ def sync_files(paths: Iterable[str]) -> None:
             os.close(fd)
 
 
+OBJ_TMP_PREFIX: Final = "tmp_obj_"  # what GitRepo.clear_stale_locks takes for ours
+
+
 def rewrite_objects(git_dir: str, objects: Mapping[str, tuple[bytes, bytes]]) -> None:
     """Write loose objects again, durably, whatever is there now (a restart may have left
     a loose object empty or torn: the same name, none of its content)."""
@@ -418,4 +421,4 @@ def rewrite_objects(git_dir: str, objects: Mapping[str, tuple[bytes, bytes]]) ->
         os.makedirs(folder, mode=0o700, exist_ok=True)
         files.append((os.path.join(folder, sha[2:]),
                       zlib.compress(b"%s %d\0%s" % (kind, len(raw), raw), 1)))
-    atomic.replace_many(files, durable=True, mode=0o400, prefix="tmp_obj_")
+    atomic.replace_many(files, durable=True, mode=0o400, prefix=OBJ_TMP_PREFIX)
