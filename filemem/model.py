@@ -191,7 +191,8 @@ def workspace_key_of(cwd: Any, *, windows: bool = ON_WINDOWS) -> str:
         return ""
     if windows:
         return ntpath.abspath(cwd).lower()
-    resolved = posixpath.normpath(posixpath.join(os.getcwd(), cwd))
+    # an absolute cwd (what agents send) needs no getcwd(), a system call on every write
+    resolved = posixpath.normpath(cwd if cwd[0] == "/" else posixpath.join(os.getcwd(), cwd))
     if resolved.startswith("//"):
         resolved = "/" + resolved.lstrip("/")  # node maps //a to /a
     return resolved
