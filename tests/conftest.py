@@ -90,6 +90,18 @@ def write_in_flight(store: str | os.PathLike[str]) -> bool:
         wal.Wal.at(meta).unsettled() is not None
 
 
+def open_files() -> dict[str, str]:
+    """This process's open files (Linux): descriptor -> what /proc says it names, a file
+    deleted meanwhile with " (deleted)" after its path."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[name] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile, or the listing's own descriptor
+    return out
+
+
 def run_cli(*args: str, store: str | os.PathLike[str] | None = None, input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `filemem` command in a subprocess."""

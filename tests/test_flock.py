@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from filemem.files import atomic, flock
+from tests.conftest import open_files
 
 FLAGS = flock.LOCK_FILE
 
@@ -29,15 +30,8 @@ sys.stdin.read()
 def fds_on(path: str) -> set[str]:
     """This process's open files that name ``path``. Only those: other tests' files, closed
     by the garbage collector at any moment, must not count."""
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue  # closed meanwhile, or the listing's own descriptor
-        if link.removesuffix(" (deleted)") == os.path.realpath(path):
-            out.add(name)
-    return out
+    real = os.path.realpath(path)
+    return {fd for fd, link in open_files().items() if link.removesuffix(" (deleted)") == real}
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")

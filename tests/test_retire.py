@@ -12,7 +12,7 @@ import pytest
 
 import filemem
 from filemem.files import retire
-from tests.conftest import BIG, assert_clean_repo, ctx, git
+from tests.conftest import BIG, assert_clean_repo, ctx, git, open_files
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd") or os.name != "posix",
                                 reason="needs POSIX and /proc")
@@ -21,15 +21,8 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd") or os.name !=
 def deleted_open(under: Path) -> list[str]:
     """The files under ``under`` this process holds open that no longer have a name (not
     pytest's own unnamed temporary files)."""
-    out = []
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if link.endswith(" (deleted)") and link.startswith(f"{under}{os.sep}"):
-            out.append(link)
-    return out
+    return [link for link in open_files().values()
+            if link.endswith(" (deleted)") and link.startswith(f"{under}{os.sep}")]
 
 
 def test_the_old_file_is_kept_open_until_the_block_ends(tmp_path: Path) -> None:

@@ -43,12 +43,12 @@ class AuditTrail:
         """The seq of a commit's newest row, without parsing a filemem commit's whole
         message. Commits made outside filemem take their seq after their first parent's, so
         a run of them is walked iteratively (no recursion limit on long histories)."""
-        chain: list[CommitInfo] = []
-        base = 0
-        current: str | None = sha
         made = self._made.get(sha)
         if made is not None:
             return made
+        chain: list[CommitInfo] = []
+        base = 0
+        current: str | None = sha
         while current is not None:
             cached = self._rows.get(current)
             if cached is not None:
