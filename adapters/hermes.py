@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from filemem.shown import counted
+
 from ._common import at, files_payload, payload_error, text_payload
 from ._markdown import MarkdownError, looks_structured, parse
 
@@ -144,7 +146,8 @@ class HermesMemoryMd:
             size, limit = len(content), self.limits[kind]
             if size > limit:
                 raise payload_error(
-                    ID, f"{kind} would be {size:,} characters ({len(items)} entries joined by "
+                    ID, f"{kind} would be {size:,} characters "
+                    f"({counted(len(items), 'entry', 'entries')} joined by "
                     f"\"\\n\u00a7\\n\"), over Hermes' {limit:,}-character budget by "
                     f"{size - limit:,}: remove or consolidate {TRACK_OF[kind]}-track entries "
                     f"(or raise {CONFIG_KEY[kind]} in Hermes' config.yaml), then export again; "

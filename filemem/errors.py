@@ -31,6 +31,7 @@ import shlex
 from typing import Any
 
 from filemem.jsstr import js_json
+from filemem.shown import counted
 from filemem.types import Place
 
 INVALID_INPUT = "INVALID_INPUT"
@@ -206,7 +207,7 @@ def _place(p: Place) -> str:
     where = f" of workspace {js_json(p['workspaceKey'])}" if p["workspaceKey"] is not None \
         else ""
     n = p["entries"]
-    return f"{p['track']}/{p['scope']} ({who}{where}: {n} {'entry' if n == 1 else 'entries'})"
+    return f"{p['track']}/{p['scope']} ({who}{where}: {counted(n, 'entry', 'entries')})"
 
 
 _PLACES_SHOWN = 3

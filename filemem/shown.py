@@ -282,3 +282,9 @@ def _json_escape(ch: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``1 entry``, ``2 entries``: a count with its noun (``many``: the plural, if not
+    ``one`` + s), so no message says "1 entries"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -365,7 +365,7 @@ def test_plain_envelope_keeps_working(store: Path, tmp_path: Path) -> None:
     }
     path = tmp_path / "memory-export.json"
     path.write_text(json.dumps(reference, ensure_ascii=False), encoding="utf-8")
-    assert ok("import", str(path), "--yes", store=store) == "Imported 1 entries in one commit.\n"
+    assert ok("import", str(path), "--yes", store=store) == "Imported 1 entry in one commit.\n"
     [e] = entries(store)
     assert (e["text"], e["tags"], e["version"]) == ("用户偏好中文", ["pref"], 1)
     doc = json.loads(ok("export", store=store))

@@ -55,7 +55,7 @@ def test_importing_the_same_hermes_folder_twice_adds_nothing(store: Path,
     memory = home / "MEMORY.md"
     memory.write_text(memory.read_text(encoding="utf-8") + "\n§\nA new fact", encoding="utf-8")
     out = ok("import", "--adapter", HERMES, str(home), "--yes", store=store)
-    assert out == (f"Imported 1 entries via adapter {HERMES} in one commit.\n"
+    assert out == (f"Imported 1 entry via adapter {HERMES} in one commit.\n"
                    f"Skipped {len(listed)} entries already in memory (--keep-duplicates "
                    "imports them too).\n")
     assert texts(store) == [*listed, "A new fact"] and commits(store) == n + 1
@@ -94,16 +94,16 @@ def test_the_same_text_in_another_layer_is_not_a_duplicate(store: Path, tmp_path
     for workspace in (a, b):  # another workspace: another layer
         out = ok("import", "--adapter", "claude-code-memory-md", str(notes), "--workspace",
                  workspace, "--yes", store=store)
-        assert out.startswith("Imported 1 entries"), out
+        assert out.startswith("Imported 1 entry"), out
     out = ok("import", "--adapter", "claude-code-memory-md", str(notes), "--workspace", a,
              "--agent", "coder", "--yes", store=store)  # another agent's layer
-    assert out.startswith("Imported 1 entries"), out
+    assert out.startswith("Imported 1 entry"), out
     assert "Nothing to import" in ok("import", "--adapter", "claude-code-memory-md",
                                      str(notes), "--workspace", b, "--yes", store=store)
     # the same words with different spacing are another text
     notes.write_text("- Run the tests with  make test\n", encoding="utf-8")
     assert ok("import", "--adapter", "claude-code-memory-md", str(notes), "--workspace", a,
-              "--yes", store=store).startswith("Imported 1 entries")
+              "--yes", store=store).startswith("Imported 1 entry")
     assert len(texts(store)) == 4
 
 
@@ -111,7 +111,7 @@ def test_the_protocols_own_imports_keep_every_entry(store: Path, tmp_path: Path)
     ok("add", "--yes", "--scope", "user-global", "Prefers tea", store=store)
     backup = tmp_path / "backup.json"
     ok("export", "--out", str(backup), store=store)
-    assert ok("import", str(backup), "--yes", store=store) == "Imported 1 entries in one commit.\n"
+    assert ok("import", str(backup), "--yes", store=store) == "Imported 1 entry in one commit.\n"
     assert texts(store) == ["Prefers tea", "Prefers tea"]
     out = run_cli("import", str(backup), "--yes", "--keep-duplicates", store=store)
     assert out.returncode == 2 and "--keep-duplicates goes with --adapter" in out.stderr

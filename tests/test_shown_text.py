@@ -201,3 +201,9 @@ def test_mcp_approval_message_shows_escapes_inside_a_frame(store: Path, mode: st
         real = [ln for ln in message.split("\n") if ln.startswith("Approve writes")]
         assert real == [APPROVE]
         assert message.index(shown.END) < message.index("\n" + APPROVE)
+
+
+def test_counts_say_one_entry_and_many_entries() -> None:
+    assert [shown.counted(n, "entry", "entries") for n in (0, 1, 2)] == \
+        ["0 entries", "1 entry", "2 entries"]
+    assert shown.counted(1, "commit") == "1 commit" and shown.counted(3, "commit") == "3 commits"

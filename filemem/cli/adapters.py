@@ -23,7 +23,7 @@ from filemem import errors
 from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
-from filemem.shown import visible
+from filemem.shown import counted, visible
 from filemem.types import SkippedEntry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
@@ -188,7 +188,7 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         for name in written:
             write_export(os.path.join(out, name), files[name].encode("utf-8"))
         same = len(files) - len(written)
-        return (f"Wrote {len(written)} files to {out}: {', '.join(written) or 'none'}"
+        return (f"Wrote {counted(len(written), 'file')} to {out}: {', '.join(written) or 'none'}"
                 + (f"; {same} already up to date" if same else ""))
     if isinstance(payload, str):
         data = payload.encode("utf-8")
@@ -258,7 +258,8 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
         click.echo(f"Nothing to import: {skipped_line(skipped)}; nothing was written "
                    "(--keep-duplicates imports them anyway).")
         return
-    click.echo(f"Imported {result['added']} entries via adapter {adapter_id} in one commit.")
+    click.echo(f"Imported {counted(result['added'], 'entry', 'entries')} via adapter "
+               f"{adapter_id} in one commit.")
     if skipped:
         click.echo(f"Skipped {skipped_line(skipped)} (--keep-duplicates imports them too).")
 
@@ -271,7 +272,7 @@ def skipped_line(skipped: list[SkippedEntry]) -> str:
                        "filemem since")):
         n = sum(1 for s in skipped if s["why"] == why)
         if n:
-            parts.append(f"{n} {'entry' if n == 1 else 'entries'} {said}")
+            parts.append(f"{counted(n, 'entry', 'entries')} {said}")
     return ", ".join(parts)
 
 
@@ -297,7 +298,7 @@ def export_with_adapter(adapter_id: str, out: str | None, track: str | None, sco
                                       {"files": current, "path": os.path.abspath(out)})
     done = write_payload(adapter_id, payload, out, force)
     if done:
-        click.echo(f"{done} ({len(entries)} entries)", err=True)
+        click.echo(f"{done} ({counted(len(entries), 'entry', 'entries')})", err=True)
 
 
 def import_order(store: Any, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

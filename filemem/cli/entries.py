@@ -29,7 +29,7 @@ from filemem.cli.common import (
     write_ctx,
     write_options,
 )
-from filemem.shown import visible
+from filemem.shown import counted, visible
 
 
 @main.command()
@@ -144,7 +144,8 @@ def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tag
             {"track": track, "scope": scope, "matches": list(matches), "text": text,
              "tags": list(tags)}, write_ctx(workspace, agent, session_id))
     report(result, as_json,
-           f"Consolidated {len(result['removed'])} entries into {result['entry']['id']}.")
+           f"Consolidated {counted(len(result['removed']), 'entry', 'entries')} into "
+           f"{result['entry']['id']}.")
 
 
 @main.command()
@@ -289,7 +290,7 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
         from filemem.owner import write_export  # the owner side loads only when needed
 
         write_export(out, text.encode("utf-8"))
-        click.echo(f"Wrote {len(doc['entries'])} entries to {out}", err=True)
+        click.echo(f"Wrote {counted(len(doc['entries']), 'entry', 'entries')} to {out}", err=True)
     else:
         click.echo(text, nl=False)
 
@@ -344,7 +345,7 @@ def import_(path: str, adapter_id: str | None, keep_duplicates: bool, workspace:
     if as_json:
         emit_json(result)
     else:
-        click.echo(f"Imported {result['added']} entries in one commit.")
+        click.echo(f"Imported {counted(result['added'], 'entry', 'entries')} in one commit.")
 
 
 @main.command()

@@ -22,7 +22,7 @@ from filemem.cli.common import (
     store_option,
     usage_line,
 )
-from filemem.shown import visible
+from filemem.shown import counted, visible
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
     from filemem.owner import Prefer, Remote, SyncResult
@@ -148,7 +148,7 @@ def _counts(entries: dict[str, int]) -> str:
 
 
 def _commits(n: int) -> str:
-    return f"{n} commit{'' if n == 1 else 's'}"
+    return counted(n, "commit")
 
 
 def describe(result: SyncResult) -> list[str]:
@@ -162,7 +162,7 @@ def describe(result: SyncResult) -> list[str]:
             n = step["entries"]["added"]
             lines.append(f"Took {where} as it is: this store held nothing yet but its "
                          f"creation ({_commits(step['commits'])}, "
-                         f"{n} {'entry' if n == 1 else 'entries'}"
+                         f"{counted(n, 'entry', 'entries')}"
                          + (f"; files: {visible(', '.join(step['files']))}" if step["files"]
                             else "") + ").")
         elif step["kind"] == "fast-forward":
@@ -228,5 +228,5 @@ def clone(url: str, path: str | None, store_path: str | None, as_json: bool) -> 
     if as_json:
         emit_json({"path": root, "remote": "origin", "url": normalize_url(url), "entries": entries})
     else:
-        click.echo(f"Cloned {url} into {root} ({entries} {'entry' if entries == 1 else 'entries'})"
+        click.echo(f"Cloned {url} into {root} ({counted(entries, 'entry', 'entries')})"
                    "; sync with `filemem sync`.")

@@ -79,6 +79,7 @@ from filemem.owner.remotes import (
 )
 from filemem.rules import budgets
 from filemem.rules import findings as checks
+from filemem.shown import counted
 from filemem.store import redactstage
 from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
@@ -447,15 +448,11 @@ def config_conflict(conflicts: list[KeyConflict], remote: Remote, theirs: str) -
          "keys": [c.to_json() for c in conflicts]})
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _summary(counts: dict[str, int], conflicts: int, commits: int) -> str:
     """Commits merged in, and what the merge changed in this store's entries."""
-    return (f"{_plural(commits, 'commit')}; entries: {counts['added']} added, "
+    return (f"{counted(commits, 'commit')}; entries: {counts['added']} added, "
             f"{counts['replaced']} replaced, {counts['removed']} removed; "
-            f"{_plural(conflicts, 'conflict')}")
+            f"{counted(conflicts, 'conflict')}")
 
 
 def _body(plan: Plan, remote: Remote, ours: str, base: str | None, theirs: str,
