@@ -77,6 +77,7 @@ def test_path_and_store_selection(tmp_path: Path) -> None:
     both = {"FILEMEM_STORE": str(b), "FILEMEM_HOME": str(c)}
     assert ok("path", env=both).strip() == str(b)
     assert ok("path", store=a, env=both).strip() == str(a)
+    assert json.loads(ok("path", "--json", env=both)) == {"path": str(b)}
     ok("add", "--yes", "in a", store=a, env=both)
     ok("add", "--yes", "in b", env={**clear, "FILEMEM_STORE": str(b)})
     ok("add", "--yes", "in c", env={**clear, "FILEMEM_HOME": str(c)})
@@ -97,6 +98,33 @@ def test_help_of_every_command() -> None:
         assert out.stdout.startswith("Usage:") and name in out.stdout.splitlines()[0]
     assert "--yes" in run_cli("add", "--help").stdout
     assert "--json" in run_cli("query", "--help").stdout
+
+
+def test_every_command_that_reports_takes_json() -> None:
+    """--json on every read (and every write): all but the two servers, which speak JSON-RPC
+    themselves, and export, whose output is JSON already."""
+    from click import Context, Group
+
+    from filemem.cli import main
+
+    def leaves(group: Group, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        out: list[tuple[str, ...]] = []
+        ctx = Context(group)
+        for name in group.list_commands(ctx):  # the CLI loads its commands when asked
+            cmd = group.get_command(ctx, name)
+            if isinstance(cmd, Group):
+                out += leaves(cmd, (*prefix, name))
+            else:
+                out.append((*prefix, name))
+        return out
+
+    without = {("bridge",), ("mcp",), ("export",)}
+    agents = ("connect", "disconnect", "hook")  # agents' files and hooks: checked elsewhere
+    commands = [c for c in leaves(main, ()) if c[0] not in agents]
+    assert ("path",) in commands and ("remote", "list") in commands
+    missing = [" ".join(c) for c in commands if c not in without
+               and "--json" not in run_cli(*c, "--help").stdout]
+    assert missing == []
 
 
 # ---------------------------------------------------------------- writes with --yes

@@ -64,11 +64,17 @@ def init(path: str | None, store_path: str | None, as_json: bool) -> None:
 
 @main.command()
 @store_option
-def path(store_path: str | None) -> None:
-    """Print the store's folder (e.g. for `git -C "$(filemem path)" log`)."""
+@json_option
+def path(store_path: str | None, as_json: bool) -> None:
+    """Print the store's folder (e.g. for `git -C "$(filemem path)" log`); nothing is
+    opened or created, so it also says where `filemem init` would make the store."""
     from filemem.location import resolve_store_path
 
-    click.echo(resolve_store_path(store_path))
+    root = resolve_store_path(store_path)
+    if as_json:
+        emit_json({"path": root})
+    else:
+        click.echo(root)
 
 
 @main.command()
