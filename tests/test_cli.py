@@ -101,8 +101,8 @@ def test_help_of_every_command() -> None:
 
 
 def test_every_command_that_reports_takes_json() -> None:
-    """--json on every read (and every write): all but the two servers, which speak JSON-RPC
-    themselves, and export, whose output is JSON already."""
+    """--json on every command that reads or changes memory: all but the two servers, which
+    speak JSON-RPC themselves, and export, whose output is JSON already."""
     from click import Context, Group
 
     from filemem.cli import main
@@ -119,7 +119,7 @@ def test_every_command_that_reports_takes_json() -> None:
         return out
 
     without = {("bridge",), ("mcp",), ("export",)}
-    agents = ("connect", "disconnect", "hook")  # agents' files and hooks: checked elsewhere
+    agents = ("connect", "disconnect", "hook")  # agents' own files, not memory
     commands = [c for c in leaves(main, ()) if c[0] not in agents]
     assert ("path",) in commands and ("remote", "list") in commands
     missing = [" ".join(c) for c in commands if c not in without
