@@ -100,6 +100,29 @@ def test_a_match_in_another_layer_is_named_with_the_options_that_reach_it(
     assert_clean_repo(store)
 
 
+def test_a_match_in_an_agents_layer_and_the_shared_one_asks_for_a_longer_match(
+        store: Path, tmp_path: Path) -> None:
+    here = str(tmp_path)
+    ok("add", "--yes", "--track", "agent", "--workspace", here, "CI runs on Debian 12",
+       store=store)
+    ok("add", "--yes", "--track", "agent", "--workspace", here, "--agent", "coder",
+       "Debian images are pinned", store=store)
+    out = run_cli("replace", "--yes", "--workspace", here, "Debian", "x", store=store)
+    shared, agent = out.stderr.splitlines()[1:]
+    assert shared.endswith("again with --track agent --scope workspace")
+    assert agent.endswith("again with --track agent --scope workspace --agent coder and a "
+                          "longer MATCH (the shared layer there has a match too)")
+    # as told: those options alone are ambiguous, with a longer MATCH they reach the entry
+    options = shlex.split(agent.split(" with ")[1].split(" and a longer")[0])
+    again = run_cli("replace", "--yes", "--workspace", here, *options, "Debian", "x",
+                    store=store)
+    assert again.returncode == 1 and "AMBIGUOUS_MATCH" in again.stderr
+    done = as_json("replace", "--yes", "--workspace", here, *options, "Debian images",
+                   "Debian images are pinned by digest", store=store)
+    assert done["entry"]["agentKey"] == "coder"
+    assert_clean_repo(store)
+
+
 def test_the_owner_is_told_of_other_workspaces_and_agents(store: Path, tmp_path: Path) -> None:
     api, other = tmp_path / "my api", tmp_path / "other"
     api.mkdir()

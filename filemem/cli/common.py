@@ -108,8 +108,15 @@ def retry_hints(exc: errors.FilememError) -> list[str]:
         if p["agentKey"] and p["agentKey"] != exc.details.get("agentKey"):
             opts += ["--agent", p["agentKey"]]
         shown = " ".join(shlex.quote(visible(o)) for o in opts)
+        # an agent's session sees the shared layer too: where that holds a match as well,
+        # the same MATCH would be ambiguous there
+        shared_too = p["agentKey"] and any(
+            q["agentKey"] == "" and (q["track"], q["scope"], q["workspaceKey"]) ==
+            (p["track"], p["scope"], p["workspaceKey"]) for q in places)
         lines.append(f"filemem: to change it in {p['track']}/{p['scope']}, run the command "
-                     f"again with {shown}")
+                     f"again with {shown}"
+                     + (" and a longer MATCH (the shared layer there has a match too)"
+                        if shared_too else ""))
     return lines
 
 
