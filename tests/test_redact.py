@@ -9,7 +9,11 @@ and every byte of the store's folder hold no trace of it; `git fsck --strict` is
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +166,7 @@ def test_hostile_input_changes_nothing(secret_store: Path) -> None:
         (["redact", "--text", "   ", "--yes"], "empty"),
         (["redact", "--yes"], "ENTRY-ID or --text"),
         (["redact", "abc", "--text", SECRET, "--yes"], "ENTRY-ID or --text"),
-        (["redact", "--text", SECRET], "confirmation"),  # no terminal, no --yes
+        (["redact", "--text", SECRET], "no terminal to ask on"),  # no --yes
     ]
     for args, said in cases:
         done = run_cli(*args, "--json", store=store)
@@ -197,6 +201,74 @@ def test_confirmation_at_a_terminal(secret_store: Path) -> None:
     code, out = run_at_terminal(args, b"y\n", prompt=b"Redact it?")
     assert code == 0, out
     assert traces(store, SECRET) == []
+
+
+def stdin_text_at_a_terminal(args: list[str], text: str, answer: bytes,
+                             timeout: float = 60) -> tuple[int, str, str, str]:
+    """Run `filemem` with ``text`` on stdin (a pipe) and stdout, stderr piped, in a session
+    whose controlling terminal is a pseudo-terminal; answer there what it asks. Returns the
+    exit code, stdout, stderr and what the terminal showed."""
+    master, slave = os.openpty()
+    name = os.ttyname(slave)
+
+    def take_terminal() -> None:  # a session leader opening a tty gets it as its own
+        os.close(os.open(name, os.O_RDWR))
+
+    proc = subprocess.Popen([sys.executable, "-m", "filemem", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=take_terminal)
+    shown = b""  # the slave stays open here: with none open, reading the master fails (EIO)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(text.encode())
+        proc.stdin.close()
+        deadline = time.monotonic() + timeout
+        while b"[y/N]" not in shown:
+            assert time.monotonic() < deadline and proc.poll() is None, shown
+            if select.select([master], [], [], 0.1)[0]:
+                shown += os.read(master, 65536)
+        os.write(master, answer)
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = proc.stdout.read(), proc.stderr.read()  # a few lines each
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        os.close(slave)
+    return proc.returncode, out.decode(), err.decode(), shown.decode().replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize("answer", [b"n\n", b"y\n"])
+def test_a_text_from_stdin_is_confirmed_on_the_terminal(secret_store: Path,
+                                                         answer: bytes) -> None:
+    store = secret_store
+    before = fingerprint(store)
+    code, out, err, shown = stdin_text_at_a_terminal(
+        ["redact", "--text", "-", "--store", str(store)], SECRET + "\n", answer)
+    assert "4 of" in shown and "commits rewritten" in shown and "Redact it?" in shown
+    assert SECRET not in shown + out + err
+    if answer == b"n\n":
+        assert code == 1 and "Nothing was changed" in err
+        assert fingerprint(store) == before
+    else:
+        assert code == 0, err
+        assert "Redacted a text of" in out
+        assert traces(store, SECRET) == []
+        verify_ok(store)
+
+
+def test_a_text_from_stdin_with_no_terminal_at_all_is_refused(secret_store: Path) -> None:
+    before = fingerprint(secret_store)
+    done = subprocess.run([sys.executable, "-m", "filemem", "redact", "--text", "-", "--json",
+                           "--store", str(secret_store)], input=SECRET, capture_output=True,
+                          text=True, start_new_session=True)  # no controlling terminal
+    assert done.returncode != 0
+    error = json.loads(done.stdout or done.stderr)["error"]
+    assert error["code"] == "INVALID_INPUT"
+    assert "no terminal to ask on" in error["message"] and "--yes" in error["message"]
+    assert fingerprint(secret_store) == before
 
 
 def test_no_agent_surface_reaches_redact() -> None:

@@ -4,6 +4,8 @@ Only here: no agent tool, bridge method or MCP tool reaches it."""
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 
 import click
@@ -33,7 +35,8 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
 
     Copies made before the redaction (other clones, backups) still hold the text. A
     remote is rewritten by the next `filemem sync`."""
-    if text == "-":
+    from_stdin = text == "-"
+    if from_stdin:
         text = sys.stdin.read()
         text = text[:-1] if text.endswith("\n") else text
     if (entry_id is None) == (text is None):
@@ -44,15 +47,9 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
         if not plan.found:
             raise errors.invalid_input(f"{plan.what} is nowhere in this store (its history, "
                                        "ledger, pending approvals); nothing was changed")
-        if not yes:
-            if not (sys.stdin.isatty() and sys.stderr.isatty()):
-                raise errors.invalid_input("redact asks for confirmation on a terminal; "
-                                           "pass --yes to redact without asking")
-            click.echo(_describe(summary), err=True)
-            if not click.confirm("Redact it? The old history is then gone from this store",
-                                 default=False, err=True):
-                click.echo("Nothing was changed.", err=True)
-                sys.exit(1)
+        if not yes and not _confirm(_describe(summary), from_stdin):
+            click.echo("Nothing was changed.", err=True)
+            sys.exit(1)
         result = owner.redact(entry_id, text)
     if as_json:
         emit_json(result)
@@ -63,6 +60,32 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
     for name in result["remotesToPush"]:
         click.echo(f"  {name} still holds the old history: `filemem sync {name}` rewrites it.")
     click.echo("Copies made before now (other clones, backups) still hold the text.")
+
+
+_QUESTION = "Redact it? The old history is then gone from this store"
+
+
+def _confirm(summary: str, from_stdin: bool) -> bool:
+    """Ask the person at the terminal. A text read from stdin took stdin, so the question
+    goes to the controlling terminal (/dev/tty), as git and ssh ask for a password."""
+    if not from_stdin:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise errors.invalid_input("redact asks before it rewrites the history, and "
+                                       "there is no terminal to ask on (stdin or stderr is "
+                                       "not one); pass --yes to redact without asking")
+        click.echo(summary, err=True)
+        return click.confirm(_QUESTION, default=False, err=True)
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:  # ENXIO: this process has no controlling terminal
+        raise errors.invalid_input(
+            "redact asks before it rewrites the history, and there is no terminal to ask on "
+            "(the text came from stdin, and this process has no controlling terminal); pass "
+            "--yes to redact without asking") from None
+    with io.FileIO(fd, "r+") as tty:  # unbuffered: a terminal is not seekable
+        tty.write(f"{summary}\n{_QUESTION} [y/N]: ".encode())
+        answer = tty.readline().decode("utf-8", "replace")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _describe(summary: dict[str, object]) -> str:
