@@ -157,7 +157,8 @@ class SyncError(FilememError):
     """A remote or sync operation that cannot go on. The message says why and what to do;
     ``code`` is stable for scripts (NO_REMOTE, REMOTE_EXISTS, REMOTE_UNREACHABLE,
     REMOTE_NOT_A_STORE, REMOTE_INVALID, PUSH_REJECTED, REMOTE_BUSY, SYNC_BUSY, BAD_REMOTE,
-    CONFIG_CONFLICT). Nothing in the local store was changed unless the message says so."""
+    CONFIG_CONFLICT, and after a redaction REMOTE_MOVED, LOCAL_HOLDS_REDACTED,
+    REMOTE_HOLDS_REDACTED). Nothing in the local store was changed unless the message says so."""
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(code, message, details)

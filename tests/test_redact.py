@@ -164,6 +164,7 @@ def test_hostile_input_changes_nothing(secret_store: Path) -> None:
         (["redact", "--text", "Audit-Seq", "--yes"], "audit trailers"),  # their structure
         (["redact", "--text", "committer", "--yes"], "header"),  # a commit's header
         (["redact", "--text", "   ", "--yes"], "empty"),
+        (["redact", "--text", MARKER, "--yes"], "nothing to redact"),  # the marker itself
         (["redact", "--yes"], "ENTRY-ID or --text"),
         (["redact", "abc", "--text", SECRET, "--yes"], "ENTRY-ID or --text"),
         (["redact", "--text", SECRET], "no terminal to ask on"),  # no --yes

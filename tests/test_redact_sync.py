@@ -192,6 +192,87 @@ def test_the_cli_says_what_a_sync_did_with_a_redacted_history(machines: Machines
     took = run_cli("sync", store=m.b_path)
     assert took.returncode == 0, took.stderr
     assert "Took the redacted history of origin/main" in took.stdout
-    assert "run the same `filemem redact` here" in took.stdout
+    assert "`filemem redact --text -` here" in took.stdout
     assert SECRET not in pushed.stdout + pushed.stderr + took.stdout + took.stderr
     assert head(m.b_path) == head(m.a_path) == head(m.remote)
+
+
+def redacted_by_id_on_a_when_b_pushed_meanwhile(m: Machines) -> str:
+    """The README's sync section's case: A redacts an entry by its id while B pushed a
+    commit made on the old history; A's sync is refused (REMOTE_MOVED), and A does what
+    the message says: fetch, the same `filemem redact ID` again, sync. Returns the id."""
+    eid = m.a.add({**UG, "text": f"deploy key {SECRET}"}, ctx())["entry"]["id"]
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)
+    m.b.add({**UG, "text": "made on B before it heard of the redaction"}, ctx())
+    sync.sync(m.b.store)
+    assert run_cli("redact", "--yes", eid, store=m.a_path).returncode == 0
+    moved = run_cli("sync", "--json", store=m.a_path)
+    assert moved.returncode == 1
+    assert json.loads(moved.stdout or moved.stderr)["error"]["code"] == "REMOTE_MOVED"
+    git(m.a_path, "fetch", "-q", "origin")
+    again = run_cli("redact", "--yes", eid, store=m.a_path)
+    assert again.returncode == 0, again.stderr
+    assert "(1 text)" in again.stdout  # what it found: the text of B's fetched commits
+    assert "front matter" not in again.stderr
+    pushed = run_cli("sync", store=m.a_path)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "Pushed the redacted history to origin" in pushed.stdout
+    return eid
+
+
+def in_sync_and_gone(m: Machines) -> None:
+    for store in (m.b_path, m.a_path):  # B's merge, if any, reaches A
+        assert run_cli("sync", store=store).returncode == 0
+    assert head(m.a_path) == head(m.b_path) == head(m.remote)
+    for store in (m.a_path, m.b_path, m.remote):
+        assert remote_traces(store, SECRET) == [], store
+    for store in (m.a_path, m.b_path):
+        verify_ok(store)
+    texts = sorted(e["text"] for e in m.a.query({})["entries"])
+    assert "made on B before it heard of the redaction" in texts and "[redacted]" in texts
+
+
+def test_an_entry_redacted_by_id_again_after_remote_moved_takes_the_fetched_commits(
+        machines: Machines) -> None:
+    m = machines
+    redacted_by_id_on_a_when_b_pushed_meanwhile(m)
+    took = run_cli("sync", store=m.b_path)
+    assert "Took the redacted history of origin/main" in took.stdout, took.stderr
+    in_sync_and_gone(m)
+
+
+def test_the_same_redaction_by_id_on_the_machine_that_took_it_says_nothing_is_left(
+        machines: Machines) -> None:
+    m = machines
+    eid = redacted_by_id_on_a_when_b_pushed_meanwhile(m)
+    took = run_cli("sync", store=m.b_path)
+    assert took.returncode == 0, took.stderr
+    assert "`filemem redact --text -` here" in took.stdout
+    before = head(m.b_path)
+    done = run_cli("redact", "--yes", eid, store=m.b_path)  # what B's owner may try
+    assert done.returncode == 1
+    assert "nothing to redact" in done.stderr and "was redacted already" in done.stderr
+    assert "front matter" not in done.stderr and "filter-repo" not in done.stderr
+    assert "--text -" in done.stderr  # what the ledger may still hold is named by its text
+    assert head(m.b_path) == before
+    in_sync_and_gone(m)
+
+
+def test_unpushed_commits_redacted_by_id_after_local_holds_redacted(
+        machines: Machines) -> None:
+    m = machines
+    eid = m.a.add({**UG, "text": f"key {SECRET}"}, ctx())["entry"]["id"]
+    sync.sync(m.a.store)
+    sync.sync(m.b.store)
+    m.b.add({**UG, "text": "made on B before it heard of the redaction"}, ctx())  # unpushed
+    assert run_cli("redact", "--yes", eid, store=m.a_path).returncode == 0
+    assert run_cli("sync", store=m.a_path).returncode == 0
+    refused = run_cli("sync", "--json", store=m.b_path)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout or refused.stderr)["error"]["code"] == \
+        "LOCAL_HOLDS_REDACTED"
+    # B's refused sync fetched the redacted history: its entry holds the marker there
+    done = run_cli("redact", "--yes", eid, store=m.b_path)
+    assert done.returncode == 0, done.stderr
+    in_sync_and_gone(m)

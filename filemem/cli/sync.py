@@ -191,7 +191,8 @@ def describe(result: SyncResult) -> list[str]:
             lines.append(f"Took the redacted history of {where} ({step['to'][:12]}; entries: "
                          f"{_counts(step['entries'])}); the old history's objects are pruned "
                          "here. This machine's own ledger and pending approvals may still "
-                         "hold the text: run the same `filemem redact` here for those.")
+                         "hold the text: `filemem redact --text -` here removes it from "
+                         "them (an entry id finds no text here any more).")
     if result.over_budget:
         lines.append("Over budget now (nothing was cut; consolidate or remove entries):")
         lines += [f"  {usage_line(u)}" for u in result.over_budget]

@@ -36,7 +36,7 @@ from filemem.files.codec import CodecError
 from filemem.files.gitrepo import PendingObjects
 from filemem.files.layout import id_from_path
 from filemem.model import now_ms
-from filemem.owner.redaction import ACTION, Needles, redact_row
+from filemem.owner.redaction import ACTION, MARKER, Needles, redact_row
 from filemem.owner.rewrite import Rewrite, Rewriter
 from filemem.store import redactstage
 from filemem.store.auditlog import commit_message, row
@@ -75,17 +75,29 @@ class Plan:
 
 def _entry_needles(store: Store, prefix: str) -> Needles:
     """Every text entry ``prefix`` (its id, or a unique start of it) ever had: in its files
-    and in the audit rows naming it. INVALID_INPUT if no entry of the history has that id."""
+    and in the audit rows naming it, in every commit any ref reaches (the branch and the
+    fetched remote branches: after a redaction, only commits not yet rewritten still hold
+    them). INVALID_INPUT if no entry of the history has that id, or if it has no text left
+    but the marker (redacted already: nothing to do)."""
     git = store.git
-    head = git.head()
     texts: dict[str, set[str]] = {}
-    for info in git.newest_first(head) if head else ():
+    records: dict[str, str] = {}  # entry id -> a redaction record naming it
+    stack, seen = list(gitprune.commit_refs(git.repo).values()), set()
+    while stack:
+        sha = stack.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        info = git.commit(sha)
+        stack.extend(info.parents)
         for r in store.trail.commit_rows(info):
             eid = str(r.get("entryId") or "")
             if eid.startswith(prefix):
                 texts.setdefault(eid, set())
                 if isinstance(r.get("text"), str):
                     texts[eid].add(str(r["text"]))
+                if r.get("action") == ACTION:
+                    records[eid] = sha
         parent = git.commit(info.parents[0]).tree if info.parents else None
         for path, _old, new in git.diff(parent, info.tree):
             eid = id_from_path(path) or ""
@@ -101,7 +113,15 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
             f"{prefix!r} is the start of {len(texts)} entry ids ({', '.join(sorted(texts)[:5])}"
             "); give more of the id; nothing was changed")
     eid, found = next(iter(texts.items()))
-    return Needles.of(found, eid)
+    needles = Needles.of(found, eid)
+    if not needles.texts:
+        record = f" (record {records[eid][:12]})" if eid in records else ""
+        raise errors.invalid_input(
+            f"nothing to redact: entry {eid} was redacted already{record}, and no commit "
+            "here (the branch or a fetched remote branch) holds a text it had any more; "
+            "nothing was changed. A snapshot or recall in this machine's ledger, or a pending "
+            "approval, may still hold one: give that text as `filemem redact --text -`")
+    return needles
 
 
 def _redact_json(value: Any, needles: Needles, naming: bool) -> Any:
@@ -178,11 +198,15 @@ def _plan_locked(store: Store, entry_id: str | None, text: str | None) -> Plan:
     if text is not None:
         if not text.strip():
             raise errors.invalid_input("the text to redact is empty; nothing was changed")
+        if text == MARKER:
+            raise errors.invalid_input(f"{MARKER} is what filemem puts where it redacted a "
+                                       "text: there is nothing to redact; nothing was changed")
         needles, what = Needles.of([text]), f"a text of {len(text)} characters"
     else:
         assert entry_id is not None
         needles = _entry_needles(store, entry_id)
-        what = f"entry {needles.entry_id} ({len(needles.texts)} texts)"
+        count = len(needles.texts)
+        what = f"entry {needles.entry_id} ({count} text{'' if count == 1 else 's'})"
     rewrite = Rewriter(store.git, needles).run(gitprune.commit_refs(store.git.repo))
     ledger, size = _ledger(store, needles)
     return Plan(needles, what, head, rewrite, ledger, size, _pending(store, needles))

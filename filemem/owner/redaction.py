@@ -64,7 +64,9 @@ class Needles:
 
     @classmethod
     def of(cls, texts: Iterable[str], entry_id: str | None = None) -> Needles:
-        unique = sorted({t for t in texts if t}, key=lambda t: (-len(t), t))
+        # the marker is what a redacted text already became: never a text to remove (an
+        # entry redacted here has it as its text; redacting it again finds what is left)
+        unique = sorted({t for t in texts if t and t != MARKER}, key=lambda t: (-len(t), t))
         return cls(tuple(unique), entry_id)
 
     def spread(self, naming: bool = False) -> tuple[str, ...]:
