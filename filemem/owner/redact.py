@@ -38,6 +38,7 @@ from filemem.files.layout import id_from_path
 from filemem.model import now_ms
 from filemem.owner.redaction import ACTION, MARKER, Needles, redact_row
 from filemem.owner.rewrite import Rewrite, Rewriter
+from filemem.shown import counted
 from filemem.store import redactstage
 from filemem.store.auditlog import commit_message, row
 from filemem.store.core import Store
@@ -205,8 +206,7 @@ def _plan_locked(store: Store, entry_id: str | None, text: str | None) -> Plan:
     else:
         assert entry_id is not None
         needles = _entry_needles(store, entry_id)
-        count = len(needles.texts)
-        what = f"entry {needles.entry_id} ({count} text{'' if count == 1 else 's'})"
+        what = f"entry {needles.entry_id} ({counted(len(needles.texts), 'text')})"
     rewrite = Rewriter(store.git, needles).run(gitprune.commit_refs(store.git.repo))
     ledger, size = _ledger(store, needles)
     return Plan(needles, what, head, rewrite, ledger, size, _pending(store, needles))
