@@ -214,14 +214,16 @@ def hidden(text: str) -> dict[str, int]:
     return counts
 
 
-def warning(text: str) -> str | None:
-    """One line saying what the escapes in the shown ``text`` are, or None if it has none."""
+def warning(text: str, *, several: bool = False) -> str | None:
+    """One line saying what the escapes in the shown ``text`` are, or None if it has none
+    (``several``: ``text`` is the texts of a listing, joined by newlines)."""
     counts = hidden(text)
     if not counts:
         return None
     n = sum(counts.values())
     parts = "; ".join(f"{c} \u00d7 {KINDS[k]}" for k, c in counts.items())
-    return (f"warning: this text holds {n} invisible or control "
+    holds = "these texts hold" if several else "this text holds"
+    return (f"warning: {holds} {n} invisible or control "
             f"{'character' if n == 1 else 'characters'}, shown above as \\x.., \\u.... or "
             f"\\U........ escapes: {parts}. The model would get them as they are.")
 

@@ -5,7 +5,9 @@ the agent's text is delimited so it cannot imitate the frame around it (`filemem
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,6 +132,52 @@ def test_list_query_and_log_show_escapes_on_one_line(store: Path) -> None:
     # --json stays exact: the text round-trips byte for byte
     assert [e["text"] for e in json.loads(cli("list", "--json", store=store))] == \
         [HOSTILE, FRAME, PLAIN]
+
+
+def test_list_query_and_audit_warn_once_about_hidden_characters(store: Path) -> None:
+    for text in ("zero\u200bwidth", "bidi \u202eok\u202c", PLAIN):
+        cli("add", "--yes", "--scope", "user-global", text, store=store)
+    for args in (("list",), ("query",), ("audit",)):
+        out = run_cli(*args, store=store)
+        assert out.returncode == 0 and "zero\\u200bwidth" in out.stdout, out
+        # on stderr: stdout stays one line per entry (or audit row)
+        assert out.stderr.count("warning: these texts hold") == 1, out.stderr
+        assert "zero-width" in out.stderr and "bidirectional control" in out.stderr
+        assert "warning" not in out.stdout
+        assert "warning" not in run_cli(*args, "--json", store=store).stderr
+    # nothing hidden: no warning
+    plain = store.parent / "plain"
+    filemem.open_store(plain, create=True).close()
+    cli("add", "--yes", "--scope", "user-global", PLAIN, store=plain)
+    for args in (("list",), ("query",), ("audit",)):
+        assert run_cli(*args, store=plain).stderr == ""
+
+
+def test_a_pipe_gets_the_exact_text_and_a_terminal_the_escapes(store: Path) -> None:
+    cli("add", "--yes", "--scope", "user-global", "-", store=store, input=HOSTILE)
+    piped = subprocess.run([sys.executable, "-m", "filemem", "snapshot", "--store", str(store)],
+                           capture_output=True, check=True)
+    row = json.loads(cli("audit", "--json", "--limit", "1", store=store))[0]
+    assert row["action"] == "snapshot" and "\x1b[8mhidden\x1b[0m" in row["text"]
+    assert piped.stdout == (row["text"] + "\n").encode()  # byte for byte, escapes and all
+    # the JSON outputs and the export are the exact bytes too, whatever the locale's codec
+    latin = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    for args in (("snapshot", "--json"), ("list", "--json"), ("export",)):
+        out = subprocess.run([sys.executable, "-m", "filemem", *args, "--store", str(store)],
+                             capture_output=True, env=latin)
+        assert out.returncode == 0, out.stderr
+        assert RAW.search(out.stdout.decode()) is None  # JSON escapes every control
+        doc = json.loads(out.stdout.decode("utf-8"))
+        texts = [doc["text"]] if "text" in doc else \
+            [e["text"] for e in (doc if isinstance(doc, list) else doc["entries"])]
+        assert any(HOSTILE in t for t in texts), texts
+    cli("add", "--yes", "--scope", "user-global", PLAIN, store=store)
+    out = subprocess.run([sys.executable, "-m", "filemem", "export", "--store", str(store)],
+                         capture_output=True, env=latin)
+    assert out.returncode == 0 and PLAIN in json.loads(out.stdout.decode())["entries"][1]["text"]
+    # at a terminal: shown, not done
+    code, screen = run_at_terminal(["snapshot", "--store", str(store)], b"", prompt=b"]")
+    assert code == 0 and "\x1b" not in screen and ESCAPED[:60] in screen, screen
 
 
 def test_pending_shows_escapes_inside_a_frame(store: Path) -> None:

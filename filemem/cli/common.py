@@ -15,13 +15,13 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from filemem import errors
-from filemem.shown import json_text, visible
+from filemem.shown import json_text, visible, warning
 
 if TYPE_CHECKING:
     from filemem.approval import ApprovalRequest
@@ -77,7 +77,24 @@ class PreApproved:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json_text(value, indent=2))
+    emit_exact(json_text(value, indent=2) + "\n")
+
+
+def emit_exact(text: str) -> None:
+    """Write ``text`` to stdout as UTF-8, byte for byte: for output a program reads (JSON,
+    an export, the snapshot to a pipe). ``click.echo`` drops ANSI escape sequences when
+    stdout is not a terminal, and encodes with the locale's codec."""
+    sys.stdout.flush()  # anything click.echo wrote before goes first
+    sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))  # lone surrogate: seen
+    sys.stdout.buffer.flush()
+
+
+def warn_hidden(texts: Iterable[str]) -> None:
+    """After a listing (one line per entry): the one :func:`filemem.shown.warning` line
+    for what it showed as escapes, on stderr, so stdout stays one line per entry."""
+    line = warning("\n".join(texts), several=True)
+    if line is not None:
+        click.echo(line, err=True)
 
 
 def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
@@ -157,6 +174,11 @@ def entry_lines(entries: list[dict[str, Any]]) -> list[str]:
     agents = min(max((len(r[3]) for r in rows), default=0), 24)
     return [f"{i}  {layer:<16}  {ws:<{wide}}  {agent:<{agents}}  {text}"
             for i, layer, ws, agent, text in rows]
+
+
+def entry_fields(e: dict[str, Any]) -> list[str]:
+    """What :func:`entry_lines` shows of an entry that may hold hidden characters."""
+    return [e["text"], *e["tags"], e["agentKey"] or "", e["workspaceKey"] or ""]
 
 
 def usage_line(u: Mapping[str, Any]) -> str:

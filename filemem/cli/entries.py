@@ -15,7 +15,9 @@ from filemem.cli.common import (
     SCOPES,
     TRACKS,
     command,
+    emit_exact,
     emit_json,
+    entry_fields,
     entry_lines,
     json_option,
     layer_options,
@@ -26,10 +28,11 @@ from filemem.cli.common import (
     store_option,
     text_arg,
     usage_line,
+    warn_hidden,
     write_ctx,
     write_options,
 )
-from filemem.shown import counted, visible
+from filemem.shown import counted, json_text, visible
 
 
 @main.command()
@@ -199,6 +202,7 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
     click.echo("\n".join(entry_lines(result["entries"])))  # one write, not one a line
     if result["truncated"]:
         click.echo(f"({len(result['entries'])} of {result['total']}; use --limit for more)")
+    warn_hidden(f for e in result["entries"] for f in entry_fields(e))
 
 
 @main.command(name="list")
@@ -220,6 +224,7 @@ def list_(track: str | None, scope: str | None, store_path: str | None, as_json:
         click.echo("Memory is empty.")
     else:
         click.echo("\n".join(entry_lines(entries)))
+        warn_hidden(f for e in entries for f in entry_fields(e))
 
 
 @main.command()
@@ -256,6 +261,7 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
         text = f"  {one_line(r['text'], 60)}" if r["text"] else ""
         click.echo(visible(f"{iso_ms(r['ts'])} {r['action']}{layer} {r['outcome'] or ''} "
                            f"({r['source'] or ''})") + text)
+    warn_hidden(str(r[k] or "") for r in rows for k in ("action", "outcome", "source", "text"))
 
 
 @main.command()
@@ -291,14 +297,14 @@ def export(out: str | None, adapter_id: str | None, track: str | None, scope: st
         raise click.UsageError(f"--out {out} is a folder; the envelope is one file")
     with open_store(store_path) as store:
         doc = store.export()
-    text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+    text = json_text(doc, indent=2) + "\n"
     if out:
         from filemem.owner import write_export  # the owner side loads only when needed
 
         write_export(out, text.encode("utf-8"))
         click.echo(f"Wrote {counted(len(doc['entries']), 'entry', 'entries')} to {out}", err=True)
     else:
-        click.echo(text, nl=False)
+        emit_exact(text)
 
 
 @main.command(name="import")
@@ -385,5 +391,5 @@ def snapshot(language: str | None, tools: str | None, workspace: str | None, age
         emit_json({"text": text, "sessionId": session_id})
     elif sys.stdout.isatty():  # a person reads it: nothing in it acts on the screen
         click.echo(visible(text, keep_newlines=True))
-    else:  # a hook or a pipe: the exact text
-        click.echo(text, nl=not text.endswith("\n"))
+    else:  # a hook or a pipe: the exact text (click.echo would drop its ANSI sequences)
+        emit_exact(text if text.endswith("\n") else text + "\n")

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from filemem.cli.app import main
-from filemem.cli.common import command, emit_json, json_option, one_line, open_owner, store_option
+from filemem.cli.common import (
+    command,
+    emit_exact,
+    emit_json,
+    json_option,
+    one_line,
+    open_owner,
+    store_option,
+)
 from filemem.model import iso_ms
 from filemem.shown import block, json_text, visible
 from filemem.shown import warning as shown_warning
@@ -386,7 +394,7 @@ def watch(store_path: str | None, as_json: bool) -> None:
 
     def emit(event: dict[str, Any]) -> None:
         if as_json:
-            click.echo(json_text(event), nl=True)
+            emit_exact(json_text(event) + "\n")
             return
         stamp = time.strftime("%H:%M:%S")
         event = {k: visible(v) if isinstance(v, str) else v for k, v in event.items()}
