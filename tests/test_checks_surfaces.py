@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import filemem
+from filemem import shown as shown_text
 from filemem.rules import findings
 from tests.checks_corpus import SECRETS
-from tests.conftest import Machines, file_of, run_at_terminal, run_cli, set_text
+from tests.conftest import Machines, file_of, git, head, run_at_terminal, run_cli, set_text
 from tests.test_bridge import UW, BridgeProc, W, entry_input
 from tests.test_checks import set_checks
 from tests.test_shown_text import declined_adds
@@ -86,6 +87,43 @@ def test_adopt_shows_findings_and_refuses_a_planted_secret(store: Path) -> None:
     assert SECRETS[0][2] not in out.stderr.split("+the key is")[-1].split("\n", 1)[-1]
     with filemem.open_store(store) as p:
         assert [e["text"] for e in p.list_entries()] == [WARN]
+
+
+def test_the_owner_reads_a_withheld_entry_committed_with_git_in_log_entry(store: Path) -> None:
+    """The withheld marker sends the owner to `filemem log --entry ID`: that shows the
+    commits made with git that changed the entry's file, with the text each left."""
+    rule, text, secret = SECRETS[1]
+    added = json.loads(run_cli("add", "--yes", "--json", "--scope", "user-global", "note",
+                               store=store).stdout)["entry"]
+    eid = added["id"]
+    assert run_cli("log", "--entry", eid, store=store).returncode == 0  # the index is made
+    path = file_of(store, eid)
+    handmade = text + " \u200b " + "y" * 100  # longer than a log line's 96 columns
+    set_text(path, handmade)
+    git(store, "commit", "-qam", "secret by hand")
+    snap = run_cli("snapshot", store=store).stdout
+    assert findings.withheld(eid, rule) in snap and secret not in snap
+    items = json.loads(run_cli("log", "--json", "--entry", eid[:8], store=store).stdout)
+    assert [(i["action"], i["version"], i["text"]) for i in items] == [
+        ("external-commit", 1, handmade), ("add", 1, "note")]
+    assert items[0]["subject"] == "secret by hand" and items[0]["entryId"] == eid
+    assert items[0]["commit"] == head(store) and "outside filemem" in items[0]["outcome"]
+    shown = run_cli("log", "--entry", eid, store=store).stdout
+    assert 'external-commit user/user-global v1 "secret by hand"' in shown
+    assert shown_text.visible(handmade) in shown and "\u200b" not in shown  # whole
+    assert "warning: this text holds 1 invisible" in shown
+    # a file deleted with git: the commit is in the entry's history, with no text
+    git(store, "rm", "-q", str(path))
+    git(store, "commit", "-qm", "gone by hand")
+    items = json.loads(run_cli("log", "--json", "--entry", eid, store=store).stdout)
+    assert [(i["action"], i["text"]) for i in items][:2] == [
+        ("external-commit", None), ("external-commit", handmade)]
+    assert items[0]["outcome"].endswith("deleted its file")
+    # another entry's history does not list these commits
+    other = json.loads(run_cli("add", "--yes", "--json", "--scope", "user-global", "other",
+                               store=store).stdout)["entry"]
+    assert [i["action"] for i in json.loads(run_cli(
+        "log", "--json", "--entry", other["id"], store=store).stdout)] == ["add"]
 
 
 # ---------------------------------------------------------------- the bridge

@@ -206,6 +206,26 @@ def test_log_entry_uses_an_index_that_follows_new_commits_and_survives_damage(
     assert history.log(p.store, a["id"]) == owner_items
 
 
+def test_the_log_index_names_the_entries_a_commit_made_with_git_changed(
+        p: filemem.Provider, store_path: Path) -> None:
+    a = p.add({**UG, "text": "alpha v1"}, ctx())["entry"]
+    b = p.add({**UG, "text": "beta v1"}, ctx())["entry"]
+    set_text(file_of(store_path, a["id"]), "alpha by hand")
+    git(store_path, "commit", "-qam", "by hand")
+    assert [i["action"] for i in _log(store_path, a["id"])] == ["external-commit", "add"]
+    assert [i["action"] for i in _log(store_path, b["id"])] == ["add"]
+    index = store_path / ".filemem" / "cache" / logindex.NAME
+    line = next(ln for ln in index.read_bytes().splitlines() if ln.startswith(
+        head(store_path).encode()))
+    assert line.endswith(b" " + a["id"].encode())
+    # an index written before commits made with git named entries: rebuilt, not trusted
+    older = b"filemem-log-index 1\n" + index.read_bytes()[len(logindex.HEADER):].replace(
+        line, line.rsplit(b" ", 1)[0] + b" -")
+    index.write_bytes(older)
+    assert [i["action"] for i in _log(store_path, a["id"])] == ["external-commit", "add"]
+    assert index.read_bytes().startswith(logindex.HEADER)
+
+
 def test_the_log_index_picks_commits_by_id_prefix_and_those_it_could_not_hold() -> None:
     a, b, c, d = (x * 40 for x in "abcd")
     known = {a: ("1", "-", "abc1,def2"), b: ("2", a, logindex.ANY), c: ("3", b, "-"),

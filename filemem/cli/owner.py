@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -321,10 +322,14 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
         layer = f" {it['track']}/{it['scope']}" if it.get("track") else ""
         version = f" v{it['version']}" if it.get("version") else ""
         who = f" session {it['sessionId']}" if it.get("sessionId") else ""
+        subject = f' "{it["subject"]}"' if it.get("subject") is not None else ""
         click.echo(visible(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}"
-                           f"{version}{who}") + f"\n    {visible(it.get('outcome') or '')}")
+                           f"{version}{who}{subject}")
+                   + f"\n    {visible(it.get('outcome') or '')}")
         if it.get("text"):
-            click.echo(f"    {one_line(it['text'], 96)}")
+            # one entry's history shows its texts whole: it is where the owner reads a
+            # text withheld from snapshots
+            click.echo(f"    {one_line(it['text'], 96 if entry_id is None else sys.maxsize)}")
             warning = shown_warning(it["text"])
             if warning:
                 click.echo(f"    {warning}")

@@ -107,8 +107,12 @@ def _unique_entry(store: Store, prefix: str, commits: list[CommitInfo]) -> None:
     """INVALID_INPUT unless ``prefix`` names one entry of the history."""
     from filemem import errors
 
-    ids = {str(r["entryId"]) for info in commits
-           for r in store.trail.commit_rows(info) if str(r.get("entryId") or "").startswith(prefix)}
+    ids: set[str] = set()
+    for info in commits:
+        rows = store.trail.commit_rows(info)
+        named = logindex.changed_entries(store, info) if logindex.external(rows) else \
+            [str(r.get("entryId") or "") for r in rows]
+        ids.update(i for i in named if i.startswith(prefix))
     if len(ids) > 1:
         raise errors.invalid_input(
             f"{prefix!r} is ambiguous: it is the start of {len(ids)} entry ids "
@@ -137,7 +141,13 @@ def _rows(store: Store, commits: Iterable[CommitInfo], entry_id: str | None,
     entry's version, found in the commit's changed files from ``diffs``), at most ``limit``."""
     items: list[dict[str, Any]] = []
     for info, changes in zip(commits, diffs, strict=False):  # diffs: one a commit, or None
-        for r in store.trail.commit_rows(info):
+        rows = store.trail.commit_rows(info)
+        if entry_id is not None and logindex.external(rows):
+            items += _external_items(store, info, rows[0], entry_id, changes)
+            if limit is not None and len(items) >= limit:
+                return items[:limit]
+            continue
+        for r in rows:
             if entry_id is not None and not str(r.get("entryId") or "").startswith(entry_id):
                 continue
             item = {"commit": info.sha, **r}
@@ -147,6 +157,31 @@ def _rows(store: Store, commits: Iterable[CommitInfo], entry_id: str | None,
             items.append(item)
             if limit is not None and len(items) >= limit:
                 return items
+    return items
+
+
+def _external_items(store: Store, info: CommitInfo, row: AuditRow, prefix: str,
+                    changes: list[gitwalk.Change] | None) -> list[dict[str, Any]]:
+    """A commit made outside filemem, in one entry's history: an item for each entry
+    starting with ``prefix`` whose file it changed, with the text the file then held (the
+    owner asked: a text withheld from snapshots is shown too), ``subject`` its message's."""
+    items = []
+    for eid, (path, blob) in sorted(logindex.changed_entries(store, info, changes).items()):
+        if not eid.startswith(prefix):
+            continue
+        entry, done = None, "deleted its file"
+        if blob is not None:
+            try:
+                entry, done = codec.decode(store.git.read_blob(blob)).entry, "changed its file"
+            except CodecError as exc:
+                done = (f"left its file unreadable as an entry ({exc}; `git show "
+                        f"{info.sha[:12]}:{path}` shows it)")
+        items.append({"commit": info.sha, **row, "entryId": eid,
+                      "track": entry.track if entry else None,
+                      "scope": entry.scope if entry else None,
+                      "outcome": f"{row['outcome']}: {done}", "subject": row["text"],
+                      "text": entry.text if entry else None,
+                      "version": entry.version if entry else None})
     return items
 
 

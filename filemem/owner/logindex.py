@@ -2,6 +2,9 @@
 ``filemem log --entry ID`` reads only the commits about that entry, not the whole history.
 
 One line a commit: ``<sha> <commit time> <parents, comma-separated or -> <entry ids or ->``.
+The ids of a filemem commit are those its audit rows name; those of a commit made outside
+filemem (a ``git commit`` of a hand edit, a ``git pull`` merge), which has no rows, are the
+entries whose files it changed (:func:`changed_entries`).
 It is a memo of git, extended on each use with the commits HEAD has that it lacks (a walk
 from HEAD that stops at the commits it knows, so a merge costs only its new commits) and
 rebuilt from git when it is missing or does not parse. The commits it picks are read from
@@ -15,13 +18,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 from filemem.files import atomic, gitrepo
+from filemem.files.gitrepo import CommitInfo
+from filemem.files.layout import id_from_path
 from filemem.store.core import Store
+from filemem.types import AuditRow
 
-HEADER: Final = b"filemem-log-index 1\n"
+HEADER: Final = b"filemem-log-index 2\n"  # 2: commits made outside filemem name entries
 NAME: Final = "log-index"
 ANY: Final = "*"  # in place of the ids: the commit is read whatever entry is asked for
 _SAFE: Final = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -80,6 +86,36 @@ def about(known: Known, prefix: str) -> set[str]:
             and any(i.startswith(prefix) or i == ANY for i in _split(ids))}
 
 
+def external(rows: Sequence[AuditRow]) -> bool:
+    """Are these a commit's rows as :meth:`AuditTrail.commit_rows` gives them for a commit
+    made outside filemem (one row of its own, naming no entry)?"""
+    return len(rows) == 1 and rows[0].get("action") == "external-commit" \
+        and not rows[0].get("entryId")
+
+
+def changed_entries(store: Store, info: CommitInfo,
+                    changes: list[tuple[str, str | None, str | None]] | None = None
+                    ) -> dict[str, tuple[str, str | None]]:
+    """The entries whose files ``info`` changed: id -> (path, blob it left, None if it
+    deleted the file). ``changes``: its files against its first parent, if known. A merge
+    changed a file only where it differs from every parent (one that took one side's file
+    as it was changed nothing of its own, as ``git log -- PATH`` sees it)."""
+    found: dict[str, tuple[str, str | None]] | None = None
+    for n, parent in enumerate(info.parents or (None,)):
+        if n == 0 and changes is not None:
+            diff: Iterable[tuple[str, str | None, str | None]] = changes
+        else:
+            diff = store.git.diff(None if parent is None else store.git.commit(parent).tree,
+                                  info.tree)
+        here: dict[str, tuple[str, str | None]] = {}
+        for path, _old, new in diff:
+            eid = id_from_path(path)
+            if eid is not None and (new is not None or eid not in here):
+                here[eid] = (path, new)  # a file moved: the path it has now
+        found = here if found is None else {k: v for k, v in here.items() if k in found}
+    return found or {}
+
+
 def forget(store: Store) -> None:
     """Drop the index (one that lacks a commit's parent: it is rebuilt from git)."""
     with contextlib.suppress(OSError):
@@ -99,8 +135,9 @@ def commits_by_entry(store: Store) -> Known:
         if sha in known:
             continue
         info = store.git.commit(sha)
-        ids = sorted({str(r.get("entryId")) for r in store.trail.commit_rows(info)
-                      if r.get("entryId")})
+        rows = store.trail.commit_rows(info)
+        ids = sorted(changed_entries(store, info) if external(rows) else
+                     {str(r.get("entryId")) for r in rows if r.get("entryId")})
         if not all(_SAFE.match(i) for i in ids):
             ids = [ANY]  # an id this file cannot hold (hand-made trailers): always read it
         known[sha] = _line(info.time, info.parents, tuple(ids))
