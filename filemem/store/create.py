@@ -1,7 +1,8 @@
 """Making a new store: the template's files, the first commit, the working tree and the
 index, built in a temporary folder beside the target and renamed into place, so several
 processes creating the same store at once end with one whole store and nobody ever sees a
-half-made one."""
+half-made one. A creation killed half way leaves its temporary folder behind; the next
+creation of that store removes it once its process is gone."""
 
 from __future__ import annotations
 
@@ -115,6 +116,43 @@ def not_empty(root: str) -> errors.StoreExists:
     return errors.StoreExists(f"{root} {why}; {_NEW}")
 
 
+_BUILDING: Final = ".filemem-init-"  # .<name>.filemem-init-<pid>-<8 hex>: a store being made
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts; so does this process)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, it is not ours
+        return True
+    return True
+
+
+def sweep_abandoned(parent: str, name: str) -> None:
+    """Remove the temporary folders of earlier creations of ``parent/name`` whose process is
+    gone (killed while laying the store down): nothing else ever removes them. A folder
+    whose process still runs is that process's creation in progress, and is left alone.
+    POSIX only: Windows has no signal-0 probe (``os.kill(pid, 0)`` sends CTRL_C there)."""
+    if os.name == "nt":
+        return
+    import re
+    import shutil
+
+    ours = re.compile(re.escape(f".{name}{_BUILDING}") + r"([0-9]{1,9})-[0-9a-f]{8}\Z")
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        found = ours.match(entry.name)
+        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found[1])):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def make(root: str) -> None:
     """Lay a new store down at ``root`` (missing or an empty folder). Returns quietly if a
     store is there already (another process may have just made it); StoreExists if the
@@ -131,9 +169,10 @@ def make(root: str) -> None:
     parent = os.path.dirname(root)
     with private_files():
         os.makedirs(parent, exist_ok=True)  # folders filemem makes are 0700, as the store
-        building = os.path.join(
-            parent, f".{os.path.basename(root)}.filemem-init-{os.getpid()}-"
-                    f"{os.urandom(4).hex()}")
+        name = os.path.basename(root)
+        sweep_abandoned(parent, name)
+        building = os.path.join(parent, f".{name}{_BUILDING}{os.getpid()}-"
+                                        f"{os.urandom(4).hex()}")
         try:
             _lay_down(building)
             if os.path.isdir(root) and not os.listdir(root) and os.name == "nt":
