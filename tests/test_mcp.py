@@ -156,6 +156,27 @@ def test_tools_resources_and_prompts_are_listed(store: Path, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_short_first_session_leaves_a_whole_store_or_nothing(tmp_path: Path,
+                                                                mode: str) -> None:
+    """The store is made on a warm-up thread once the client is past ``initialize``; a
+    client that lists the tools and goes away at once must not leave the creation's
+    temporary folder behind (the server used to exit in the middle of it)."""
+    missing = tmp_path / "store"
+
+    async def scenario() -> None:
+        async with served(missing, mode) as c:
+            await c.list_tools()
+
+    anyio.run(scenario)
+    assert [p.name for p in tmp_path.iterdir() if "filemem-init" in p.name] == []
+    if missing.exists():  # made whole, or not begun: never half
+        with filemem.open_store(missing) as p:
+            assert p.list_entries() == []
+        git(missing, "fsck", "--strict")
+        assert git(missing, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_every_write_asks_the_person(store: Path, other: filemem.Provider, mode: str) -> None:
     person = Person("approve", "decline", "decline-in-form", "cancel")
 

@@ -115,11 +115,14 @@ class MemoryService:
     _open_lock: threading.Lock = field(default_factory=threading.Lock)
     _roots: dict[str, str | None] = field(default_factory=dict)
     _warmed: bool = False
+    _closed: bool = False
 
     # -- the store, opened on first use (never before initialize is answered)
 
     def provider(self) -> Provider:
         with self._open_lock:
+            if self._closed:
+                raise RuntimeError("filemem mcp is shutting down")
             if self._provider is None:
                 import filemem
 
@@ -146,8 +149,13 @@ class MemoryService:
         threading.Thread(target=run, name="filemem-mcp-warm-up", daemon=True).start()
 
     def close(self) -> None:
-        if self._provider is not None:
-            self._provider.close()
+        """Close the store once no one is opening it. The warm-up thread is a daemon that
+        dies with the process: taking the open lock waits for a store it is creating (or
+        opening) to be whole, and no opening starts after this."""
+        with self._open_lock:
+            self._closed = True
+            if self._provider is not None:
+                self._provider.close()
 
     # -- sessions
 
