@@ -343,7 +343,7 @@ def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mod
                                                                 ) -> None:
     """Arguments the input schema refuses answer a structured INVALID_INPUT tool error whose
     one-line message names the argument and what it takes, not pydantic's text; an
-    unknown tool or prompt is a JSON-RPC invalid-params error."""
+    unknown tool, prompt or resource is a JSON-RPC invalid-params error naming what exists."""
     person = Person()
 
     async def scenario() -> tuple[list[t.CallToolResult], list[MCPError]]:
@@ -358,13 +358,15 @@ def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mod
                 await c.call_tool("memory_query", {"limit": "ten"}),
             ]
             refused = []
-            for request in (c.call_tool("memory_forget", {}), c.get_prompt("memory_dump")):
+            for request in (c.call_tool("memory_forget", {}), c.get_prompt("memory_dump"),
+                            c.read_resource("filemem://nope")):
                 with pytest.raises(MCPError) as raised:
                     await request
                 refused.append(raised.value)
         return results, refused
 
-    (wrong_type, two_enums, missing, item, number), (tool, prompt) = anyio.run(scenario)
+    (wrong_type, two_enums, missing, item, number), (tool, prompt, resource) = \
+        anyio.run(scenario)
     expected = {
         "`text` must be a string (got [\"a\", \"list\"])": wrong_type,
         "`track` must be one of \"user\", \"agent\" (got \"people\"); `scope` must be one of "
@@ -383,8 +385,10 @@ def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mod
         assert json.loads(result.content[0].text) == result.structured_content
     assert err(missing)["details"] == {"tool": "memory_remove", "arguments": [
         {"argument": "match", "expected": "a string", "missing": True}]}
-    assert tool.error.code == prompt.error.code == -32602
+    assert tool.error.code == prompt.error.code == resource.error.code == -32602
     assert "memory_add" in tool.error.message and "memory_snapshot" in prompt.error.message
+    assert resource.error.message == ("unknown resource 'filemem://nope'; filemem's resources "
+                                      "are filemem://snapshot")
     assert person.messages == []
 
 

@@ -17,7 +17,11 @@ from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import (
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedToolError,
+)
 from mcp_types import (
     INVALID_PARAMS,
     CallToolResult,
@@ -54,10 +58,10 @@ class FilememServer(MCPServer[Any]):
     session (its id, and its workspace from the client's roots), so ``read_resource`` is
     overridden for that one URI. Arguments that do not fit a tool's input schema answer an
     ``INVALID_INPUT`` tool error naming the argument and what it takes (the SDK's own answer
-    is pydantic's text, with no structured result); an unknown tool or prompt is a JSON-RPC
-    invalid-params error (-32602), as the MCP specification says; and a snapshot that cannot
-    be read (a damaged store) is a JSON-RPC error carrying the protocol code and the hint,
-    never a traceback on stderr."""
+    is pydantic's text, with no structured result); an unknown tool, prompt or resource is a
+    JSON-RPC invalid-params error (-32602), as the MCP specification says, naming what
+    exists; and a snapshot that cannot be read (a damaged store) is a JSON-RPC error carrying
+    the protocol code and the hint, never a traceback on stderr."""
 
     def __init__(self, memory: MemoryService) -> None:
         super().__init__(SERVER_NAME, title="filemem memory", version=__version__,
@@ -97,7 +101,12 @@ class FilememServer(MCPServer[Any]):
         if str(uri) == SNAPSHOT_URI and context is not None:
             text = await snapshot_text(context)
             return [ReadResourceContents(content=text, mime_type=SNAPSHOT_RESOURCE.mime_type)]
-        return await super().read_resource(uri, context)
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError:  # the SDK's says only "Unknown resource: <uri>"
+            known = ", ".join(str(r.uri) for r in await self.list_resources())
+            raise ResourceNotFoundError(
+                f"unknown resource {str(uri)!r}; filemem's resources are {known}") from None
 
 
 SNAPSHOT_RESOURCE: Final = Resource(
