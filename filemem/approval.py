@@ -55,6 +55,7 @@ class Decision(NamedTuple):
     label: str  # the audit row's outcome: names what decided
     detail: str | None = None
     policy: str = "ask"  # the policy that applied
+    policy_key: str | None = None  # the writePolicies key that chose it (None: writePolicy)
 
     @property
     def allowed(self) -> bool:
@@ -99,7 +100,8 @@ def decide(config: Config, payload: Payload, title: str, write: dict[str, Any], 
     if policy == "auto":
         return Decision(ALLOWED, f"{ALLOWED} (via approval, {which})", policy=policy)
     if policy == "off":
-        return Decision("rejected", f"rejected (via approval, {which})", policy=policy)
+        return Decision("rejected", f"rejected (via approval, {which})", policy=policy,
+                        policy_key=key)
     request = ApprovalRequest(payload, reason(payload), write, policy, key, title,
                               tuple(findings))
     if call_gate is not None:

@@ -2,6 +2,7 @@
 
     FilememError              code, message, details; nothing was changed unless it says so
     ├── ProtocolError         a dsh-memory-protocol/v1 error (INVALID_INPUT ... ADAPTER_PAYLOAD)
+    │   └── PolicyRefused     WRITE_DENIED (rejected) by a write policy of ``off``
     ├── StoreNotFound         no store at the path (NO_STORE)
     ├── StoreExists           ``init`` into a folder that is not empty (STORE_EXISTS)
     ├── StoreBusy             the store lock, git's index.lock or the branch's lock stays taken
@@ -253,6 +254,18 @@ def ambiguous_match(track: str, scope: str, match: str, sample: list[str], *,
         {"track": track, "scope": scope, "match": match, "candidates": n, "sample": sample,
          "workspaceKey": workspace_key, "agentKey": agent_key},
     )
+
+
+class PolicyRefused(ProtocolError):
+    """WRITE_DENIED from a write policy of ``off``: nobody was asked. Its code, message and
+    details are any rejection's (outcome ``rejected``, as in the reference); ``policy_key``
+    is the ``writePolicies`` key that chose ``off`` (None: the global ``writePolicy``), so a
+    surface can tell a model that the policy refused, not a person."""
+
+    def __init__(self, policy_key: str | None) -> None:
+        denied = write_denied("rejected")
+        ProtocolError.__init__(self, denied.code, denied.message, denied.details)
+        self.policy_key = policy_key
 
 
 def write_denied(outcome: str, detail: str | None = None, **extra: Any) -> ProtocolError:

@@ -51,6 +51,7 @@ from filemem.toolspec import (
     error_object,
     invalid_arguments,
     shape,
+    tool_details,
     tool_name,
     unknown_tool,
 )
@@ -143,7 +144,7 @@ def tool_schemas() -> list[dict[str, Any]]:
 def _failed(action: str, exc: BaseException) -> dict[str, Any]:
     """A call that failed, as the model reads it: the code, the details and what to do."""
     if isinstance(exc, errors.FilememError):
-        error = error_object(exc.code, exc.message, exc.details)
+        error = error_object(exc.code, exc.message, tool_details(exc))
     else:
         log.error("filemem hermes: memory_%s failed", action, exc_info=exc)
         error = error_object("INTERNAL_ERROR", f"memory {action} failed: {exc}")

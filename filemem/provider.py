@@ -193,6 +193,8 @@ class Provider:
             self._record(f"{action}-denied", payload, w, decision.label,
                          f"{action}-denied {payload['track']}/{payload['scope']} "
                          f"({decision.outcome}): {payload['text']}")
+            if decision.policy == "off":
+                raise errors.PolicyRefused(decision.policy_key)
             raise errors.write_denied(decision.outcome, decision.detail)
 
         def attempt(txn: Transaction) -> Any:

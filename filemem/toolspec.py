@@ -51,8 +51,9 @@ AFTER_WRITE: Final = (
     "If the result is an error, branch on error.code: BUDGET_EXCEEDED -> the track/scope is "
     "full: consolidate or remove entries there, then retry; AMBIGUOUS_MATCH -> retry with a "
     "longer substring unique to one entry; ENTRY_NOT_FOUND -> memory_query first; "
-    "WRITE_DENIED -> not written (outcome rejected/cancelled: the user said no, do not retry; "
-    "pending: waiting for the user's review, do not retry).")
+    "WRITE_DENIED -> not written (outcome rejected/cancelled: the user, or their write policy "
+    "when details.policy is off, said no, do not retry; pending: waiting for the user's "
+    "review, do not retry).")
 
 ADD_DOC: Final = (
     "Save one durable fact to the user's long-term memory, shared with future sessions.\n"
@@ -243,12 +244,35 @@ DENIED_HINTS: Final = {
 }
 
 
+def refused_by_policy(key: Any) -> str:
+    """The hint after a write policy of ``off`` refused a write (``key``: the writePolicies
+    key that chose it, None for the global writePolicy): no person was asked."""
+    setting = (f"`{visible(str(key))}: off` under writePolicies" if key
+               else "`writePolicy: off`")
+    return (f"The user's write policy refused this write ({setting} in their memory store's "
+            "filemem.yaml); nobody was asked and nothing was written. Do not retry: no tool "
+            "can change the policy. If the user wants this saved, tell them; they can change "
+            "that setting in filemem.yaml and commit it.")
+
+
 def hint(code: str, details: Mapping[str, Any]) -> str | None:
     """What a model should do after an error with this code (None: the message says it)."""
     if code == errors.WRITE_DENIED:
+        if details.get("policy") == "off":
+            return refused_by_policy(details.get("policyKey"))
         return DENIED_HINTS.get(str(details.get("outcome")),
                                 "The write was not approved; nothing was written.")
     return HINTS.get(code)
+
+
+def tool_details(exc: errors.FilememError) -> dict[str, Any]:
+    """A filemem error's details as a tool's ``error`` carries them: the protocol's, plus,
+    for a write a policy of ``off`` refused, ``policy`` and ``policyKey`` (the protocol says
+    only ``rejected``, as for a person's no)."""
+    details = dict(exc.details)
+    if isinstance(exc, errors.PolicyRefused):
+        details.update(policy="off", policyKey=exc.policy_key)
+    return details
 
 
 def error_object(code: str, message: str, details: Mapping[str, Any] | None = None

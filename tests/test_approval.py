@@ -87,6 +87,8 @@ def test_off_rejects_without_asking(make_provider: MakeProvider, store_path: Pat
     assert err.details == {"outcome": "rejected"}
     assert err.message == ("memory write not approved (approval outcome: rejected); "
                            "nothing was written")
+    # the protocol's rejection; the class tells the surfaces' hints that no person was asked
+    assert isinstance(err, filemem.errors.PolicyRefused) and err.policy_key is None
     assert gate.calls == [] and p.list_entries() == []
     row = last_row(p)
     assert (row["action"], row["text"], row["outcome"]) == \

@@ -349,6 +349,11 @@ def test_the_owners_policy_decides_as_everywhere(store: Path) -> None:
         (answer,) = _hook(store, [_req(1, "call", name="memory_add", args={
             "text": f"written under {policy}"}, session={"id": "h", "cwd": "/p"})])
         assert answer["result"]["ok"] is ok
+    # refused by the policy, not by a person: the details and the hint say which setting
+    error = answer["result"]["error"]
+    assert error["details"] == {"outcome": "rejected", "policy": "off", "policyKey": None}
+    assert "`writePolicy: off`" in error["hint"] and "nobody was asked" in error["hint"]
+    assert "declined" not in error["hint"]
     with filemem.open_store(store) as p:
         texts = [e["text"] for e in p.list_entries()]
     assert "written under auto" in texts and "written under off" not in texts

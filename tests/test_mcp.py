@@ -543,7 +543,13 @@ def test_the_store_policy_decides_who_is_asked(store: Path, other: filemem.Provi
 
     auto, off, ask = anyio.run(scenario)
     assert ok(auto)["entry"]["text"] == "agent/workspace fact"
-    assert err(off)["details"]["outcome"] == "rejected"
+    # the protocol's outcome, as for a person's no; the details and the hint say that the
+    # owner's policy refused it, and where that is set
+    assert err(off)["details"] == {"outcome": "rejected", "policy": "off",
+                                   "policyKey": "user/workspace"}
+    assert err(off)["hint"].startswith(
+        "The user's write policy refused this write (`user/workspace: off` under "
+        "writePolicies in their memory store's filemem.yaml); nobody was asked")
     assert ok(ask)["entry"]["text"] == "user/user-global fact"
     assert len(person.messages) == 1 and "user/user-global fact" in person.messages[0]
     labels = {r["action"]: r["outcome"] for r in other.audit_list(10)}

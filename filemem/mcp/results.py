@@ -13,7 +13,7 @@ from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent
 from pydantic import BaseModel
 
 from filemem import errors
-from filemem.toolspec import entry_out, error_object, hint, shape
+from filemem.toolspec import entry_out, error_object, hint, shape, tool_details
 
 log = logging.getLogger("filemem.mcp")
 
@@ -42,7 +42,7 @@ def error_result(action: str, code: str, message: str,
 
 def failure(action: str, exc: BaseException) -> CallToolResult:
     if isinstance(exc, errors.FilememError):
-        return error_result(action, exc.code, exc.message, exc.details)
+        return error_result(action, exc.code, exc.message, tool_details(exc))
     if isinstance(exc, (FileExistsError, PermissionError)):
         return error_result(action, errors.NO_STORE, str(exc))
     log.error("filemem mcp: memory_%s failed", action, exc_info=exc)
