@@ -523,6 +523,24 @@ def test_snapshot_is_frozen_and_audited_byte_for_byte(store: Path, other: fileme
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_snapshot_is_frozen_at_its_first_read(store: Path, mode: str) -> None:
+    """As the README says: rendered at the session's first read, so a write this session
+    made before that read is in it, and one after is not."""
+    async def scenario() -> str:
+        async with served(store, mode, person=Person("approve", "approve")) as c:
+            ok(await c.call_tool("memory_add", {"scope": "user-global", "text": "before"}))
+            first = (await c.read_resource("filemem://snapshot")).contents[0]
+            ok(await c.call_tool("memory_add", {"scope": "user-global", "text": "after"}))
+            prompt = (await c.get_prompt("memory_snapshot")).messages[0].content
+        assert isinstance(first, t.TextResourceContents) and isinstance(prompt, t.TextContent)
+        assert prompt.text == first.text
+        return first.text
+
+    text = anyio.run(scenario)
+    assert "- before" in text and "after" not in text
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_the_store_policy_decides_who_is_asked(store: Path, other: filemem.Provider,
                                                mode: str) -> None:
     """The policy is the owner's configuration (committed filemem.yaml), read at each call:
