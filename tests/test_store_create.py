@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +18,14 @@ from tests.conftest import git
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="a process is probed with a signal")
 
 
-def building(parent: Path, name: str, pid: int, tag: str) -> Path:
-    """A temporary folder as a creation killed after ``git init`` leaves it."""
+def building(parent: Path, name: str, pid: int, tag: str, age: float = 3600) -> Path:
+    """A temporary folder as a creation killed after ``git init`` leaves it, last touched
+    ``age`` seconds ago."""
     folder = parent / f".{name}.filemem-init-{pid}-{tag}"
     (folder / ".git").mkdir(parents=True)
     (folder / ".git" / "HEAD.lock").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    then = time.time() - age
+    os.utime(folder, (then, then))
     return folder
 
 
@@ -49,12 +53,15 @@ def test_a_new_store_removes_abandoned_creations_and_keeps_a_running_one(
     abandoned = building(tmp_path, "store", dead, "deadbeef")
     running = building(tmp_path, "store", live_pid, "0123abcd")
     other_store = building(tmp_path, "notes", dead, "feedf00d")  # another store's
+    # a pid that means nothing here may be another machine's (a shared folder): a creation
+    # touched within the last minutes may be in progress there
+    recent = building(tmp_path, "store", dead, "0badcafe", age=30)
 
     filemem.init_store(tmp_path / "store").close()
 
     assert not abandoned.exists()
     assert running.is_dir() and (running / ".git" / "HEAD.lock").is_file()
-    assert other_store.is_dir()
+    assert other_store.is_dir() and recent.is_dir()
     with filemem.open_store(tmp_path / "store") as p:
         assert p.list_entries() == []
     assert git(tmp_path / "store", "status", "--porcelain") == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from typing import Any, Final
 
 from filemem import errors
@@ -117,6 +118,9 @@ def not_empty(root: str) -> errors.StoreExists:
 
 
 _BUILDING: Final = ".filemem-init-"  # .<name>.filemem-init-<pid>-<8 hex>: a store being made
+# a creation takes well under a second: one untouched this long is not in progress even if
+# its pid means nothing here (another machine's, on a shared folder)
+_ABANDONED_AFTER: Final = 600.0
 
 
 def _alive(pid: int) -> bool:
@@ -134,8 +138,9 @@ def _alive(pid: int) -> bool:
 
 def sweep_abandoned(parent: str, name: str) -> None:
     """Remove the temporary folders of earlier creations of ``parent/name`` whose process is
-    gone (killed while laying the store down): nothing else ever removes them. A folder
-    whose process still runs is that process's creation in progress, and is left alone.
+    gone (killed while laying the store down) and that nothing touched for
+    :data:`_ABANDONED_AFTER` seconds: nothing else ever removes them. A folder whose process
+    still runs is that process's creation in progress, and is left alone.
     POSIX only: Windows has no signal-0 probe (``os.kill(pid, 0)`` sends CTRL_C there)."""
     if os.name == "nt":
         return
@@ -147,9 +152,15 @@ def sweep_abandoned(parent: str, name: str) -> None:
         entries = list(os.scandir(parent))
     except OSError:
         return
+    now = time.time()
     for entry in entries:
         found = ours.match(entry.name)
-        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found[1])):
+        try:
+            stale = entry.is_dir(follow_symlinks=False) and \
+                now - entry.stat(follow_symlinks=False).st_mtime > _ABANDONED_AFTER
+        except OSError:
+            continue
+        if found and stale and not _alive(int(found[1])):
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
