@@ -65,19 +65,27 @@ class SeedResult(TypedDict):
 WriteResult = AddResult | ReplaceResult | ConsolidateResult | SeedResult
 
 
-class SkippedEntry(TypedDict):
-    """An entry an owner's import left out: the same text is in the same layer already
-    (``why``: ``in-memory``), or earlier in the same import (``repeated``), or the adapter
-    imported this very memory in this very version before and it was changed in filemem
-    since (``imported-before``)."""
+SkipReason = Literal["in-memory", "repeated", "imported-before", "pending"]
 
+
+class _Skipped(TypedDict):
     index: int  # its position in what the adapter read
     track: str
     scope: str
     workspaceKey: str
     agentKey: str
     text: str
-    why: Literal["in-memory", "repeated", "imported-before"]
+    why: SkipReason
+
+
+class SkippedEntry(_Skipped, total=False):
+    """An entry an owner's import left out: the same text is in the same layer already
+    (``why``: ``in-memory``), or earlier in the same import (``repeated``), or the adapter
+    imported this very memory in this very version before and it was changed in filemem
+    since (``imported-before``), or a pending approval waits to add it (``pending``, with
+    that approval's ``pendingId``)."""
+
+    pendingId: str
 
 
 class OwnerImportResult(TypedDict):
@@ -139,4 +147,4 @@ class AuditRow(TypedDict):
 
 __all__ = ["AddResult", "AuditRow", "ConsolidateResult", "OwnerImportResult", "Payload", "Place",
            "ProtocolEntry", "QueryResult", "ReplaceResult", "Scope", "SeedResult",
-           "SkippedEntry", "Track", "Usage", "WriteResult"]
+           "SkipReason", "SkippedEntry", "Track", "Usage", "WriteResult"]

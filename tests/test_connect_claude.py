@@ -594,6 +594,33 @@ def test_connect_disconnect_connect_never_imports_twice(box: Box) -> None:
         assert len(p.list_entries()) == 2
 
 
+def test_without_a_terminal_the_import_waits_once_as_a_pending_approval(box: Box) -> None:
+    """Nobody to ask: the import is staged, connect says how to approve it, and running it
+    again (or the `filemem import` it used to suggest) stages nothing more."""
+    folder = auto_memory(box)
+    out = ok(box.filemem("connect", "claude-code"))  # stdin is /dev/null
+    pending = json.loads(ok(box.filemem("pending", "--json")))
+    assert len(pending) == 1
+    pid = pending[0]["id"]
+    assert (f"Not imported yet: nobody could be asked here, so the import waits as pending "
+            f"approval {pid}: see it with `filemem pending`, import it with `filemem approve "
+            f"{pid}` (or drop it with `filemem reject {pid}`)") in out
+    said = out + box.filemem("connect", "claude-code").stderr
+    assert "To import later" not in said and "WRITE_DENIED" not in said
+    again = ok(box.filemem("connect", "claude-code"))
+    assert (f"The import of 1 memory from Claude Code's auto-memory for this project "
+            f"(~/{folder.relative_to(box.home)}) already waits as pending approval {pid}") \
+        in again and "Claude Code has" not in again
+    imported = ok(box.filemem("import", "--adapter", "claude-code-memory-md", str(folder),
+                              "--workspace", str(box.project), "--agent", "claude-code"))
+    assert f"waiting in pending approval {pid}" in imported
+    assert [p["id"] for p in json.loads(ok(box.filemem("pending", "--json")))] == [pid]
+    ok(box.filemem("approve", pid))
+    with filemem.open_store(box.store) as p:
+        assert len(p.list_entries()) == 1
+    assert "is already in filemem (1 memory)" in ok(box.filemem("connect", "claude-code"))
+
+
 def test_the_import_offer_is_declined_at_the_terminal(box: Box,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.conftest import run_at_terminal
@@ -613,6 +640,36 @@ def test_the_import_offer_is_declined_at_the_terminal(box: Box,
     with filemem.open_store(box.store) as p:
         assert p.list_entries() == []
     assert len(box.rows("seed-denied")) == 1  # the refusal is recorded
+
+
+def test_in_a_subfolder_the_hint_imports_where_connect_would(
+        box: Box, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in a repository's subfolder, connect offers the repository's auto-memory for the
+    subfolder's workspace; the `filemem import` it prints when declined does the same."""
+    import shlex
+
+    from tests.conftest import run_at_terminal
+
+    sub = box.project / "src"
+    sub.mkdir()
+    subprocess.run(["git", "init", "-q", str(box.project)], check=True)
+    auto_memory(box)  # keyed by the repository's root
+    env = box.env()
+    for key in set(os.environ) - set(env):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(sub)
+    code, seen = run_at_terminal(["connect", "claude-code"], b"n\n")
+    assert code == 0, seen
+    line = next(x for x in seen.splitlines() if "To import later: " in x)
+    hint = shlex.split(line.split("To import later: ", 1)[1])
+    assert hint[hint.index("--workspace") + 1] == str(sub)
+    ok(box.filemem(*hint[1:], "--yes", cwd=box.home))  # from anywhere: it names it all
+    with filemem.open_store(box.store) as p:
+        assert [e["workspaceKey"] for e in p.list_entries()] == [str(sub)]
+    again = ok(box.filemem("connect", "claude-code", "--yes", cwd=sub))
+    assert "is already in filemem (1 memory)" in again and "Imported" not in again
 
 
 def test_auto_memory_folder_is_the_one_claude_code_uses(box: Box,

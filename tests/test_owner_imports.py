@@ -144,3 +144,32 @@ def test_the_owner_api(store: Path) -> None:
         with pytest.raises(filemem.ProtocolError) as info:
             owner.import_entries([entry], None)
         assert info.value.code == "WRITE_REQUIRES_AGENT"
+
+
+def test_an_import_waiting_as_a_pending_approval_is_not_staged_again(store: Path,
+                                                                     tmp_path: Path) -> None:
+    """Without a terminal an import waits as a pending approval; running it again leaves out
+    what that approval would add, so approving it gives each entry once."""
+    home = tmp_path / "memories"
+    shutil.copytree(FIX / "hermes", home)
+    first = run_cli("import", "--adapter", HERMES, str(home), store=store)  # stdin: no tty
+    assert first.returncode != 0 and "staged as pending approval" in first.stderr
+    pending = json.loads(ok("pending", "--json", store=store))
+    assert len(pending) == 1
+    pid = pending[0]["id"]
+    again = ok("import", "--adapter", HERMES, str(home), store=store)
+    n = len(pending[0]["arg"])
+    assert again == (f"Nothing to import: {n} entries waiting in pending approval {pid} (see "
+                     f"it with `filemem pending`, import it with `filemem approve {pid}`); "
+                     "nothing was written (--keep-duplicates imports them anyway).\n")
+    doc = json.loads(ok("import", "--adapter", HERMES, str(home), "--json", store=store))
+    assert {(s["why"], s["pendingId"]) for s in doc["skipped"]} == {("pending", pid)}
+    assert len(json.loads(ok("pending", "--json", store=store))) == 1
+    # the same text in another layer is not waiting there
+    other = run_cli("import", "--adapter", HERMES, str(home), "--agent", "coder", store=store)
+    assert "staged as pending approval" in other.stderr
+    assert len(json.loads(ok("pending", "--json", store=store))) == 2
+    ok("approve", pid, store=store)
+    listed = texts(store)
+    assert len(listed) == n == len(set(listed))
+    assert "Nothing to import" in ok("import", "--adapter", HERMES, str(home), store=store)

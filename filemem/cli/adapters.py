@@ -265,7 +265,8 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
 
 
 def skipped_line(skipped: list[SkippedEntry]) -> str:
-    """``3 already in memory, 1 repeated in the import, 1 imported before``."""
+    """``3 already in memory, 1 repeated in the import, 1 imported before, 2 waiting in
+    pending approval ID (`filemem pending`, `filemem approve ID`)``."""
     parts = []
     for why, said in (("in-memory", "already in memory"), ("repeated", "repeated in the import"),
                       ("imported-before", "imported before in this version and changed in "
@@ -273,6 +274,12 @@ def skipped_line(skipped: list[SkippedEntry]) -> str:
         n = sum(1 for s in skipped if s["why"] == why)
         if n:
             parts.append(f"{counted(n, 'entry', 'entries')} {said}")
+    ids = list(dict.fromkeys(s.get("pendingId", "") for s in skipped if s["why"] == "pending"))
+    for pid in ids:
+        n = sum(1 for s in skipped if s.get("pendingId", "") == pid)
+        parts.append(f"{counted(n, 'entry', 'entries')} waiting in pending approval "
+                     f"{pid} (see it with `filemem pending`, import it with `filemem approve "
+                     f"{pid}`)")
     return ", ".join(parts)
 
 

@@ -139,24 +139,38 @@ def _report_connect(target: Any, root: str, changes: list[Any], claude: str | No
                    "the folder and to approve the .mcp.json server \"filemem\".")
 
 
-def _import_command(folder: str, target: Any) -> str:
+def _import_command(folder: str, workspace: str, agent: str) -> str:
+    """The `filemem import` that does what connect's offer does: the same folder, workspace
+    and agent layer."""
     return shlex.join(["filemem", "import", "--adapter", "claude-code-memory-md", folder,
-                       "--workspace", target.project, "--agent", target.agent])
+                       "--workspace", workspace, "--agent", agent])
+
+
+def _way_on(pid: str) -> str:
+    return (f"see it with `filemem pending`, import it with `filemem approve {pid}` (or drop "
+            f"it with `filemem reject {pid}`)")
 
 
 def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
-    """Offer the project's Claude Code auto-memory: one approval, one commit."""
+    """Offer the project's Claude Code auto-memory: one approval, one commit, into the
+    workspace of the folder connect runs in (the auto-memory is the repository's)."""
     from filemem.cli.adapters import read_payload
+    from filemem.model import workspace_key_of
     from filemem.owner import claude_session
 
     folder = claude_session.auto_memory_dir(target.project)
     if not os.path.isdir(folder):
         return
+    workspace = workspace_key_of(target.project)  # the plan's and the hint's, one value
     try:
         with open_store(store_path, yes=yes) as provider:
-            write = write_ctx(target.project, target.agent, None)
-            plan = claude_session.plan_import(provider, read_payload(folder), target.project,
+            write = write_ctx(workspace, target.agent, None)
+            plan = claude_session.plan_import(provider, read_payload(folder), workspace,
                                               write)
+            for pid, n in plan.waiting.items():  # staged by an earlier run: not again
+                click.echo(f"The import of {_memories(n)} from Claude Code's auto-memory for "
+                           f"this project ({_shown(folder)}) already waits as pending approval "
+                           f"{pid}: {_way_on(pid)}.")
             if not plan.entries:
                 if plan.already:
                     click.echo(f"Claude Code's auto-memory for this project ({_shown(folder)}) "
@@ -168,10 +182,16 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
             result = provider.import_entries(plan.entries, write)
     except errors.FilememError as exc:
         outcome = exc.details.get("outcome") if exc.code == errors.WRITE_DENIED else None
+        if outcome == "pending":
+            pid = str(exc.details.get("pendingId"))
+            click.echo(f"Not imported yet: nobody could be asked here, so the import waits as "
+                       f"pending approval {pid}: {_way_on(pid)}. Running connect again does "
+                       "not stage it a second time.")
+            return
         why = {"rejected": "you declined", "cancelled": "cancelled"}.get(str(outcome)) or \
             f"{exc.code}: {visible(exc.message, keep_newlines=True)}"
         click.echo(f"Not imported ({why}). To import later: "
-                   f"{_import_command(folder, target)}", err=True)
+                   f"{_import_command(folder, workspace, target.agent)}", err=True)
         return
     click.echo(f"Imported {_memories(result['added'])} from Claude Code's auto-memory in one "
                "commit.")

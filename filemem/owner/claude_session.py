@@ -29,9 +29,10 @@ other than an ASCII letter or digit replaced by ``-`` (cut at 200 characters plu
 the path when longer), and the project's folder is the root of its git repository (the main
 checkout for a linked worktree), else the folder itself. :func:`plan_import` turns that
 folder into entries with the ``claude-code-memory-md`` adapter and leaves out the ones
-``filemem import`` would (the same rule: same text in the same layer, or the same memory
-file imported before), so offering the import again after it was done, even after the
-memory was changed in filemem, offers nothing.
+``filemem import`` would (the same rule: same text in the same layer, the same memory file
+imported before, or one a pending approval waits to add), so offering the import again
+after it was done, even after the memory was changed in filemem, or while an earlier offer
+waits in ``filemem pending``, offers nothing.
 """
 
 from __future__ import annotations
@@ -191,13 +192,15 @@ class ImportPlan(NamedTuple):
     folder: str
     entries: list[Any]  # the adapter's entries filemem does not hold yet
     already: int  # the adapter's entries filemem holds already
+    waiting: dict[str, int]  # pending approval id -> how many of them it waits to add
 
 
 def plan_import(provider: Provider, payload: Any, project: str, write: Any) -> ImportPlan:
     """The adapter's entries for the auto-memory folder ``payload`` (as ``filemem import``
     reads a folder), placed in ``project``'s workspace and ``agent``'s layer, minus those
     ``filemem import`` would leave out (:mod:`filemem.owner.imports`: the same text in the
-    same layer, or the same memory file imported before, changed in filemem since)."""
+    same layer, the same memory file imported before and changed in filemem since, or one
+    a pending approval waits to add)."""
     from filemem.adapters import default_registry
     from filemem.owner import imports
 
@@ -208,7 +211,11 @@ def plan_import(provider: Provider, payload: Any, project: str, write: Any) -> I
         if isinstance(e, dict) and e.get("scope") == "workspace":
             e["workspaceKey"] = wk
     todo, skipped = imports.plan(provider, entries, write, adapter_id=ADAPTER)
-    return ImportPlan(folder, todo, len(skipped))
+    waiting: dict[str, int] = {}
+    for s in skipped:
+        if s["why"] == "pending":
+            waiting[s.get("pendingId", "")] = waiting.get(s.get("pendingId", ""), 0) + 1
+    return ImportPlan(folder, todo, len(skipped) - sum(waiting.values()), waiting)
 
 
 __all__ = ["ADAPTER", "CONTEXT_MAX", "SERVER", "ImportPlan", "auto_memory_dir", "plan_import",

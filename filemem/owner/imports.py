@@ -23,13 +23,31 @@ from filemem.adapters import stored_metadata
 from filemem.ops.base import new_entry
 from filemem.provider import Provider
 from filemem.session import writer_of
-from filemem.types import OwnerImportResult, SkippedEntry
+from filemem.types import OwnerImportResult, SkippedEntry, SkipReason
 
 Key = tuple[str, str, str, str, str]  # track, scope, workspace ('' for user-global), agent, text
 
 
 def _key(track: str, scope: str, workspace_key: str, agent_key: str, text: str) -> Key:
     return track, scope, workspace_key if scope == "workspace" else "", agent_key, text
+
+
+# the staged writes whose approval adds entries, and how their argument holds the inputs
+_ADDING = {"add": False, "seed": True, "import": True}  # method -> arg is a list of inputs
+
+
+def _staged(provider: Provider) -> list[tuple[str, Any, Any]]:
+    """(pending id, an input it would add, its write context) for each pending approval
+    that adds entries (an import or add staged because nobody could be asked)."""
+    out: list[tuple[str, Any, Any]] = []
+    for record in provider.store.pending.list():
+        method = "import" if record.get("verb") == "import" else record.get("method")
+        if method not in _ADDING:
+            continue
+        arg = record.get("arg")
+        inputs = (arg if isinstance(arg, list) else []) if _ADDING[method] else [arg]
+        out.extend((str(record.get("id")), inp, record.get("write")) for inp in inputs)
+    return out
 
 
 def plan(provider: Provider, inputs: list[Any], write: Any, *,
@@ -45,6 +63,17 @@ def plan(provider: Provider, inputs: list[Any], write: Any, *,
         if found is not None and found[0]:
             imported.add(_key(e.track, e.scope, e.workspace_key, e.agent_key,
                               f"{found[0]}\0{found[1]}"))
+    waiting: dict[Key, str] = {}  # text or memory key -> the pending approval adding it
+    for pid, inp, staged_write in _staged(provider):
+        try:
+            spec = new_entry(inp, writer_of(staged_write))
+        except errors.ProtocolError:
+            continue  # its approval would refuse it: it adds nothing
+        layer = (spec.track, spec.scope, spec.workspace_key, spec.agent_key)
+        waiting.setdefault(_key(*layer, spec.text), pid)
+        found = stored_metadata(adapter_id, inp.get("meta")) if adapter_id else None
+        if found is not None and found[0]:
+            waiting.setdefault(_key(*layer, f"{found[0]}\0{found[1]}"), pid)
     kept: list[Any] = []
     seen: set[Key] = set()
     skipped: list[SkippedEntry] = []
@@ -57,18 +86,21 @@ def plan(provider: Provider, inputs: list[Any], write: Any, *,
         key = _key(spec.track, spec.scope, spec.workspace_key, spec.agent_key, spec.text)
         found = stored_metadata(adapter_id, inp.get("meta")) \
             if adapter_id and isinstance(inp, dict) else None
-        before = found is not None and bool(found[0]) and _key(
-            spec.track, spec.scope, spec.workspace_key, spec.agent_key,
-            f"{found[0]}\0{found[1]}") in imported
-        if key in present or key in seen or before:
-            skipped.append({"index": i, "track": spec.track, "scope": spec.scope,
-                            "workspaceKey": key[2], "agentKey": spec.agent_key,
-                            "text": spec.text,
-                            "why": "in-memory" if key in present else
-                            "repeated" if key in seen else "imported-before"})
+        memory = _key(spec.track, spec.scope, spec.workspace_key, spec.agent_key,
+                      f"{found[0]}\0{found[1]}") if found is not None and found[0] else None
+        waits = waiting.get(key) or (waiting.get(memory) if memory else None)
+        why: SkipReason | None = "in-memory" if key in present else "repeated" if key in seen else \
+            "imported-before" if memory in imported else "pending" if waits else None
+        if why is None:
+            seen.add(key)
+            kept.append(inp)
             continue
-        seen.add(key)
-        kept.append(inp)
+        s: SkippedEntry = {"index": i, "track": spec.track, "scope": spec.scope,
+                           "workspaceKey": key[2], "agentKey": spec.agent_key,
+                           "text": spec.text, "why": why}
+        if why == "pending" and waits:
+            s["pendingId"] = waits
+        skipped.append(s)
     return kept, skipped
 
 
