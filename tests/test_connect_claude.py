@@ -281,6 +281,24 @@ def test_a_store_path_with_spaces_and_quotes_reaches_both_commands(box: Box) -> 
     assert "Connected" in listed and "--store" in listed
 
 
+def test_the_readmes_hook_output_is_what_the_hook_prints(box: Box) -> None:
+    """README's example of the hook's output, and the `filemem snapshot --tools` command it
+    gives for the same text, for a store holding the example's one memory."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use filemem with Claude Code", 1)[1]
+    shown = section.split("and the hook prints\n\n```json\n", 1)[1].split("\n```", 1)[0]
+    command = re.search(r"`(filemem\s+snapshot --agent claude-code --tools \S+)`", section)
+    assert command is not None
+    add(box, "Prefers concise answers, code first", "--scope", "user-global")
+    out = subprocess.run([str(FILEMEM), "hook", "claude-code", "session-start"],
+                         cwd=box.project, input=session_start_input(box, "s1"),
+                         capture_output=True, text=True, env=box.env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == shown + "\n"
+    text = json.loads(shown)["hookSpecificOutput"]["additionalContext"]
+    assert ok(box.filemem(*command.group(1).split()[1:])) == text + "\n"
+
+
 def test_a_snapshot_too_long_for_claude_codes_prompt_is_sent_whole_and_flagged(
         box: Box) -> None:
     for track, scope, size in (("user", "user-global", 1900), ("user", "workspace", 1900),
