@@ -409,6 +409,29 @@ def test_without_claude_disconnect_restores_every_file_byte_for_byte(bare: Box) 
     assert sorted(p.name for p in bare.project.iterdir()) == []
 
 
+@pytest.mark.parametrize("before", [
+    b'{\n  "hooks": {\n    "SessionStart": []\n  }\n}',
+    b'{\n  "hooks": {}\n}',
+    b'{}\n',
+    b'{\n  "model": "opus",\n  "hooks": {\n    "Stop": [],\n    "SessionStart": []\n  }\n}',
+])
+def test_disconnect_keeps_the_empty_hooks_that_were_there_before(box: Box,
+                                                                 before: bytes) -> None:
+    box.settings.parent.mkdir()
+    box.settings.write_bytes(before)
+    ok(box.filemem("connect", "claude-code"))
+    assert "session-start" in hook_command(box.settings)
+    ok(box.filemem("connect", "claude-code"))  # again: the record still says what was there
+    ok(box.filemem("disconnect", "claude-code"))
+    assert box.settings.read_bytes() == before
+    assert not (box.home / ".claude" / "filemem-connect.json").exists()
+    # what connect made itself still goes
+    box.settings.write_bytes(b'{\n  "model": "opus"\n}')
+    ok(box.filemem("connect", "claude-code"))
+    ok(box.filemem("disconnect", "claude-code"))
+    assert box.settings.read_bytes() == b'{\n  "model": "opus"\n}'
+
+
 def test_a_hook_group_shared_with_the_persons_handlers_keeps_theirs(bare: Box) -> None:
     theirs = {"type": "command", "command": "direnv export json > /dev/null"}
     old_ours = {"type": "command", "timeout": 5,

@@ -28,9 +28,10 @@ removes exactly them, and the containers that are empty only because of that (``
 ``SessionStart``, a settings file; ``mcpServers`` and the server file when connect made
 them).
 
-When connect adds ``mcpServers`` (or the server file) itself, it says so in
-``filemem-connect.json`` beside the settings file, so that disconnect removes exactly that
-and keeps a key (even an empty one) that was there before.
+When connect adds ``mcpServers`` (or the server file) itself, or finds an empty ``hooks`` or
+``hooks.SessionStart`` that it fills, it says so in ``filemem-connect.json`` beside the
+settings file, so that disconnect removes exactly what connect made and keeps a key (even
+an empty one) that was there before.
 
 Every file is checked before anything is written (:mod:`filemem.owner.jsonconfig`: a file
 that is not valid JSON is never written) and each change is one atomic replace of one
@@ -238,9 +239,10 @@ def with_hook(f: JsonFile, handler: dict[str, Any]) -> dict[str, Any] | None:
     return None if doc == f.data else doc
 
 
-def without_hook(f: JsonFile) -> dict[str, Any] | None:
-    """The settings without our hook handlers, dropping what only they filled; None if
-    there is none of ours."""
+def without_hook(f: JsonFile, keep: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The settings without our hook handlers, dropping what only they filled except the
+    empty containers in ``keep`` (``hooks``, ``hooks.SessionStart``: there before connect);
+    None if there is none of ours."""
     doc = copy.deepcopy(f.data)
     groups = _groups(doc, f)
     if not groups:
@@ -258,11 +260,23 @@ def without_hook(f: JsonFile) -> dict[str, Any] | None:
             groups.remove(group)
     if not found:
         return None
-    if not groups:
+    if not groups and f"hooks.{EVENT}" not in keep:
         del doc["hooks"][EVENT]
-        if not doc["hooks"]:
-            del doc["hooks"]
+    if not doc["hooks"] and "hooks" not in keep:
+        del doc["hooks"]
     return doc
+
+
+def empty_before(f: JsonFile) -> tuple[str, ...]:
+    """The empty containers of our hook the settings have without it, which disconnect
+    would otherwise drop as left empty: the ``file`` (``{}``), ``hooks`` (``{}``),
+    ``hooks.SessionStart`` (``[]``)."""
+    hooks = f.data.get("hooks")
+    if f.exists and not f.data:
+        return ("file",)
+    if hooks == {}:
+        return ("hooks",)
+    return (f"hooks.{EVENT}",) if isinstance(hooks, dict) and hooks.get(EVENT) == [] else ()
 
 
 def _same_server(entry: dict[str, Any], want: dict[str, Any]) -> bool:
@@ -330,15 +344,18 @@ def _check_server(f: JsonFile) -> dict[str, Any] | None:
 @dataclass(frozen=True)
 class Record:
     """What connect found, for disconnect: whether it made ``mcpServers`` in the server
-    file, and the server file itself (so that disconnect removes those and keeps them if
-    they were there before, even empty)."""
+    file, and the server file itself, and which empty hook containers were in the settings
+    (so that disconnect removes what connect made and keeps what was there, even empty)."""
 
     made_servers: bool
     made_file: bool
+    empty_before: tuple[str, ...] = ()
 
     def render(self) -> bytes:
-        doc = {"by": RECORD_BY, "madeMcpServers": self.made_servers,
-               "madeServerFile": self.made_file}
+        doc: dict[str, Any] = {"by": RECORD_BY, "madeMcpServers": self.made_servers,
+                               "madeServerFile": self.made_file}
+        if self.empty_before:
+            doc["emptyBefore"] = list(self.empty_before)
         return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
 
 
@@ -350,16 +367,22 @@ def read_record(t: Target) -> Record | None:
         return None
     if f.data.get("by") != RECORD_BY:
         return None
-    return Record(f.data.get("madeMcpServers") is True, f.data.get("madeServerFile") is True)
+    empty = f.data.get("emptyBefore")
+    return Record(f.data.get("madeMcpServers") is True, f.data.get("madeServerFile") is True,
+                  tuple(str(k) for k in empty) if isinstance(empty, list) else ())
 
 
-def _record_for(t: Target, server_file: JsonFile, current: dict[str, Any] | None
-                ) -> Record | None:
+def _record_for(t: Target, server_file: JsonFile, current: dict[str, Any] | None,
+                settings: JsonFile) -> Record | None:
     """The record to keep: None when connected already (what the first connect found
-    still holds, whatever it is), else what this connect finds."""
-    if current is not None:
+    still holds, whatever it is), else what this connect finds for each piece it adds."""
+    hooked = without_hook(settings) is not None
+    if current is not None and hooked:
         return None
-    return Record("mcpServers" not in server_file.data, not server_file.exists)
+    old = read_record(t) or Record(False, False)
+    made = (old.made_servers, old.made_file) if current is not None else \
+        ("mcpServers" not in server_file.data, not server_file.exists)
+    return Record(*made, old.empty_before if hooked else empty_before(settings))
 
 
 # ---------------------------------------------------------------- the server file
@@ -406,7 +429,7 @@ def _set_server(t: Target, entry: dict[str, Any] | None, record: Record | None) 
 def _write_record(t: Target, record: Record) -> bool:
     """Write the record (a record that says nothing, because connect made neither, is no
     file at all; a leftover one from a connect stopped earlier goes)."""
-    if not (record.made_servers or record.made_file):
+    if not (record.made_servers or record.made_file or record.empty_before):
         if os.path.lexists(t.record_path):
             _drop_record(t)
             return True
@@ -441,7 +464,7 @@ def connect(t: Target, claude: str | None) -> list[Change]:
     current = _check_server(server_file)
     new_settings = with_hook(settings, t.hook())  # CONFIG_INVALID before any change
     want = t.server()
-    found = _record_for(t, server_file, current)
+    found = _record_for(t, server_file, current, settings)
     record = found if found is not None else read_record(t)
     changes: list[Change] = []
     had_record = os.path.lexists(t.record_path)
@@ -506,15 +529,16 @@ def disconnect(t: Target, claude: str | None) -> list[Change]:
     del claude
     settings = jsonconfig.load(t.settings_path)
     server_file = jsonconfig.load(t.server_path)
-    new_settings = without_hook(settings)
-    current = servers_of(server_file).get(SERVER)
     record = read_record(t)
+    keep = record.empty_before if record else ()
+    new_settings = without_hook(settings, keep)
+    current = servers_of(server_file).get(SERVER)
     changes: list[Change] = []
     if new_settings is None:
         changes.append(Change("hook", t.settings_path, "absent"))
     else:
         stoppoint.reached(f"write {t.settings_path}")
-        _replace(settings, new_settings, SETTINGS_MODE)
+        _replace(settings, new_settings, SETTINGS_MODE, "file" in keep)
         changes.append(Change("hook", t.settings_path, "removed"))
     if current is None:
         changes.append(Change("server", t.server_path, "absent"))
@@ -529,10 +553,11 @@ def disconnect(t: Target, claude: str | None) -> list[Change]:
     return changes
 
 
-def _replace(f: JsonFile, doc: dict[str, Any], mode: int) -> None:
-    """Write ``doc``; a regular file that ``doc`` leaves empty is deleted instead (a link,
-    say into a dotfiles repository, stays and gets ``{}``)."""
-    if doc or os.path.islink(f.path):
+def _replace(f: JsonFile, doc: dict[str, Any], mode: int, keep: bool = False) -> None:
+    """Write ``doc``; a regular file that ``doc`` leaves empty is deleted instead, unless
+    ``keep`` (it was there before connect; a link, say into a dotfiles repository, stays
+    too and gets ``{}``)."""
+    if doc or keep or os.path.islink(f.path):
         jsonconfig.save(f, doc, mode=mode)
     elif f.exists:
         jsonconfig.remove(f.path)
