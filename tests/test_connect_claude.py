@@ -472,8 +472,11 @@ def test_a_linked_settings_file_is_written_through_the_link(bare: Box) -> None:
     ("settings", '{"hooks": [1]}', '"hooks" is a JSON array, not an object'),
     ("settings", '{"hooks": {"SessionStart": null}}', '"hooks.SessionStart" is a JSON null'),
     ("state", '{"mcpServers": null}', '"mcpServers" is a JSON null, not an object'),
-    ("settings", '{"model": "a", "model": "b"}', 'the key "model" appears twice'),
-    ("settings", '{"n": NaN}', "NaN is not JSON"),
+    ("settings", '{"model": "a", "model": "b"}', 'line 1 column 16: the key "model" appears '
+                                                  "twice"),
+    ("settings", '{\n  "a": "\\"x\\" {",\n  "b": {"a": 1, "a": 2}\n}',
+     'line 3 column 17: the key "a" appears twice'),
+    ("settings", '{"n": NaN}', "line 1 column 7: NaN is not JSON"),
     ("settings", '["not", "an", "object"]', "holds a JSON array, not an object"),
     ("state", '{"mcpServers": {"filemem": ', "line 1 column 28"),
 ])

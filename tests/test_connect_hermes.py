@@ -185,7 +185,8 @@ def test_disconnect_leaves_a_provider_chosen_since(home: Path, store: Path) -> N
 BAD = {
     "syntax error": ("memory:\n  provider: ''\n  bad: [1, 2\nother: 1\n", 4),
     "a key twice": ("delegation:\n  api_key: sk-one\n  api_key: sk-two\n", 3),
-    "memory is a list": ("memory:\n- provider\n", None),
+    "memory is a list": ("memory:\n- provider\n", 1),
+    "memory is a number": ("model: x\nmemory: 3\n", 2),
     "top level is a list": ("- memory\n", 1),
     "not UTF-8": ("model: '\udcff'\n", 1),
 }
@@ -193,15 +194,14 @@ BAD = {
 
 @pytest.mark.parametrize(("text", "line"), list(BAD.values()), ids=list(BAD))
 def test_invalid_config_is_never_written(home: Path, store: Path, text: str,
-                                         line: int | None) -> None:
+                                         line: int) -> None:
     path = home / "config.yaml"
     raw = text.encode("utf-8", "surrogateescape")
     path.write_bytes(raw)
     out = cli(home, "connect", "hermes", store=store)
     assert out.returncode == 1
     assert "CONFIG_INVALID" in out.stderr and str(path) in out.stderr
-    if line is not None:
-        assert f"line {line}" in out.stderr
+    assert f"{path}, line {line}: " in out.stderr
     assert "it was not changed (nor was anything else)" in out.stderr
     assert "sk-" not in out.stderr  # a value (a secret, maybe) is never shown
     assert path.read_bytes() == raw

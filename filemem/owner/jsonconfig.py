@@ -6,7 +6,8 @@ filemem edits a few files that belong to other tools (Claude Code's ``settings.j
 * **Read strictly, never guessed at.** A file that is not UTF-8, not JSON (comments,
   trailing commas, ``NaN``), not an object at the top, or that has a key twice in one
   object is refused with :class:`~filemem.errors.ConnectError` (``CONFIG_INVALID``) naming
-  the file and, for a syntax error, its line and column. Such a file is never written.
+  the file and, for a syntax error, a repeated key or ``NaN``, its line and column. Such a
+  file is never written.
 * **Everything else is kept.** Keys keep their order and values (numbers as written: ``1.0``
   stays ``1.0``); only the keys the caller changes change. The file is written back in its
   own layout: the indent of its nested lines (2 spaces, 4, a tab, or all on one line) and
@@ -80,23 +81,66 @@ def _compact(raw: bytes | None) -> tuple[str, str]:
     return (", ", ": ")
 
 
-def _no_duplicates(path: str) -> Any:
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise invalid(path, f"the key {json.dumps(key, ensure_ascii=False)} appears "
-                                    "twice in one object (Claude Code would read only the "
-                                    "last one): keep one", key=key)
-            out[key] = value
-        return out
-    return pairs
+class _Refused(Exception):
+    """What the parser's hooks found (they are not told where): located afterwards."""
 
 
-def _no_constant(path: str) -> Any:
-    def refuse(name: str) -> Any:
-        raise invalid(path, f"{name} is not JSON")
-    return refuse
+def _no_duplicates(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if key in out:
+            raise _Refused()
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused()
+
+
+def _refused_at(path: str, text: str) -> errors.ConnectError:
+    """CONFIG_INVALID for the first key repeated in one object, or ``NaN``/``Infinity``, in
+    ``text`` (which the parser refused for one of them), with its line and column."""
+    stack: list[set[str] | None] = []  # per open object its keys (None: an array)
+    expect_key = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            end = i + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            end += 1
+            key = json.loads(text[i:end])  # the parser read it already: it is valid
+            if expect_key and stack and stack[-1] is not None:
+                if key in stack[-1]:
+                    return _at(path, text, i, f"the key {json.dumps(key, ensure_ascii=False)} "
+                               "appears twice in one object (Claude Code would read only the "
+                               "last one): keep one", key=key)
+                stack[-1].add(key)
+            expect_key = False
+            i = end
+            continue
+        if c in "{[":
+            stack.append(set() if c == "{" else None)
+            expect_key = c == "{"
+        elif c in "}]":
+            stack.pop()
+        elif c == ",":
+            expect_key = bool(stack) and stack[-1] is not None
+        elif c in "NI-":
+            m = re.match(r"-?Infinity|NaN", text[i:])
+            if m:
+                return _at(path, text, i, f"{m.group()} is not JSON")
+        i += 1
+    return invalid(path, "is not valid JSON")  # not reached: the parser found one
+
+
+def _at(path: str, text: str, pos: int, why: str, **details: Any) -> errors.ConnectError:
+    line = text.count("\n", 0, pos) + 1
+    column = pos - text.rfind("\n", 0, pos)  # from 1, as the parser's own messages count
+    return invalid(path, f"line {line} column {column}: {why}", line=line, column=column,
+                   **details)
 
 
 def load(path: str) -> JsonFile:
@@ -121,8 +165,10 @@ def load(path: str) -> JsonFile:
     if not text.strip():
         return JsonFile(path, raw, {}, *NEW_LAYOUT)  # an empty file: no settings yet
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates(path),
-                          parse_constant=_no_constant(path))
+        data = json.loads(text, object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constant)
+    except _Refused:
+        raise _refused_at(path, text) from None
     except json.JSONDecodeError as exc:
         raise invalid(path, f"is not valid JSON: line {exc.lineno} column {exc.colno}: "
                             f"{exc.msg}", line=exc.lineno, column=exc.colno) from None

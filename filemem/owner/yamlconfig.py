@@ -108,6 +108,14 @@ class YamlFile:
         """The plain value of a top-level key (``_MISSING`` when absent)."""
         return self.data.get(name, _MISSING)
 
+    def line_of(self, name: str) -> int | None:
+        """The line (from 1) of a top-level key, for a message; None if it is not known."""
+        lc = getattr(self.doc, "lc", None)
+        try:
+            return int(lc.key(name)[0]) + 1 if lc is not None else None
+        except (KeyError, TypeError, IndexError):
+            return None
+
 
 def read(path: str) -> YamlFile:
     """The file at ``path`` (through a symbolic link), parsed; CONFIG_INVALID if unusable."""
@@ -257,7 +265,7 @@ def _checked(f: YamlFile, text: str, expected: dict[str, Any]) -> str | None:
     return text if (data or {}) == expected else None
 
 
-def _dumped(f: YamlFile, change: Any, expected: dict[str, Any]) -> str:
+def _dumped(f: YamlFile, change: Any, expected: dict[str, Any], section: str) -> str:
     """The whole document written back by ruamel.yaml (comments and order kept), in the
     indentation that reproduces the file as it is; CONFIG_INVALID if nothing fits."""
     from ruamel.yaml.comments import CommentedMap
@@ -283,7 +291,7 @@ def _dumped(f: YamlFile, change: Any, expected: dict[str, Any]) -> str:
             return text
     if best is None:
         raise invalid(f.path, "filemem cannot change it without changing other values too "
-                              "(edit it by hand)")
+                              "(edit it by hand)", f.line_of(section))
     return best
 
 
@@ -292,7 +300,8 @@ def set_value(f: YamlFile, section: str, key: str, value: Any, written: str) -> 
     ``written``; the section is added at the end if missing."""
     sec = f.section(section)
     if sec is not _MISSING and sec is not None and not isinstance(sec, dict):
-        raise invalid(f.path, f"`{section}` is not a mapping of keys to values")
+        raise invalid(f.path, f"`{section}` is not a mapping of keys to values",
+                      f.line_of(section))
     expected = {**f.data, section: {**(sec if isinstance(sec, dict) else {}), key: value}}
     nl = f.newline
     lines = _lines(f.text)
@@ -325,7 +334,7 @@ def set_value(f: YamlFile, section: str, key: str, value: Any, written: str) -> 
             doc[section] = CommentedMap()
         doc[section][key] = value
 
-    return _dumped(f, change, expected)
+    return _dumped(f, change, expected, section)
 
 
 def remove_key(f: YamlFile, section: str, key: str, *, drop_section: bool) -> str:
@@ -361,7 +370,7 @@ def remove_key(f: YamlFile, section: str, key: str, *, drop_section: bool) -> st
         if not doc[section] and drop_section:
             del doc[section]
 
-    return _dumped(f, change, expected)
+    return _dumped(f, change, expected, section)
 
 
 def file_mode(path: str, default: int = 0o600) -> int:
