@@ -258,6 +258,45 @@ def test_repair_commands_work_on_a_store_with_a_bad_commit(tmp_path: Path) -> No
     assert_clean_repo(store)
 
 
+def _without_row(message: str, text: str) -> str:
+    """``message`` with the audit row whose Audit-Text starts with ``text`` left out."""
+    head_part, trailers = message.rstrip("\n").rsplit("\n\n", 1)
+    rows: list[list[str]] = []
+    for line in trailers.split("\n"):
+        if line.startswith("Audit-Seq: "):
+            rows.append([])
+        rows[-1].append(line)
+    kept = [r for r in rows if not any(x.startswith(f'Audit-Text: "{text}') for x in r)]
+    assert len(kept) == len(rows) - 1
+    return head_part + "\n\n" + "\n".join(x for r in kept for x in r) + "\n"
+
+
+def test_a_fixed_file_adopted_under_its_id_verifies(tmp_path: Path) -> None:
+    """A file committed invalid whose name is not an id becomes `<id>.md` when its fix is
+    adopted: the commit's rows name the old file too, so verify passes (and the same commit
+    without that row is reported, as a change no row explains)."""
+    store = _store(tmp_path)
+    bad = f"{SHARED}/new.md"
+    (store / bad).write_text("hand\n", "utf-8")
+    _person_commit(store, "by hand")
+    (store / bad).write_text("hand fixed\n", "utf-8")
+    out = run_cli("adopt", "--yes", store=store)
+    assert out.returncode == 0, out.stderr
+    assert not (store / bad).exists()
+    listed = json.loads(run_cli("list", "--json", store=store).stdout)
+    assert "hand fixed" in [e["text"] for e in listed]
+    verify = run_cli("verify", store=store)
+    assert verify.returncode == 0, verify.stdout
+    assert_clean_repo(store)
+
+    # the adopt commit tampered: the row naming the old file taken out of it
+    message = git(store, "log", "-1", "--format=%B")
+    git(store, "commit", "-q", "--amend", "-m", _without_row(message, "moved "))
+    verify = run_cli("verify", store=store)
+    assert verify.returncode == 1
+    assert f"{bad} changed without an audit row naming it" in verify.stdout
+
+
 def test_a_committed_non_entry_file_is_not_a_hand_edit_to_discard(tmp_path: Path) -> None:
     store, bad, _sha, _way = _broken(tmp_path, "not-an-entry")
     coffee = _file(store, "likes coffee")

@@ -508,6 +508,9 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
         files[c.target] = codec.encode(c.after, c.data if has_front_matter else None)
         if c.target != c.path:
             files[c.path] = None  # a hand-named file becomes <id>.md
+            if c.kind == "edited":  # the old file is in git (invalid at HEAD): a row names it
+                rows.append(row("edit", text=f"moved {c.path}",
+                                outcome=f"{OUTCOME}: moved to {c.target}", source="owner"))
         rows.append(row("edit", track=c.after.track, scope=c.after.scope,
                         entry_id=c.after.id, text=c.after.text,
                         outcome=f"{OUTCOME}: {c.kind}", source=c.after.source))

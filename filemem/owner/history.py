@@ -278,7 +278,8 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
     for eid in (added.keys() | modified.keys() | deleted.keys()) - claimed:
         problems.append(f"entry {eid} changed without an audit row claiming it")
     # a file that is not an entry changes in the first commit (the template) or when an
-    # `edit` row names it ("edited filemem.yaml"); an invalid entry file deleted likewise
+    # `edit` row names it ("edited filemem.yaml"); an invalid entry file deleted, or moved
+    # to <id>.md by an adopt of its fix, likewise ("deleted <path>", "moved <path>")
     named = {str(r.get("text") or "").split(" ", 1)[-1] for r in rows
              if r["action"] == "edit" and not r.get("entryId")}
     for path in others + unreadable_deleted:
