@@ -291,6 +291,12 @@ def store_corrupt(path: str, reason: str) -> ProtocolError:
     )
 
 
+def adopt_hint(path: str) -> str:
+    """The part of a bad file's way out that offers ``filemem adopt`` for the fix (``path``:
+    the file's full path), so that a command run on the file unfixed can leave it out."""
+    return f" (or `filemem adopt {shlex.quote(path)}`, which records it as your edit)"
+
+
 def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
              subject: str | None = None, parents: int = 1, fix: str = "edit",
              more: int = 0) -> ProtocolError:
@@ -301,7 +307,7 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
     ``move:<path>`` (a valid entry in the wrong place);
     ``more``: how many other files are invalid too."""
     full = os.path.join(root, *rel.split("/"))
-    r, p, f = shlex.quote(root), shlex.quote(rel), shlex.quote(full)
+    r, p = shlex.quote(root), shlex.quote(rel)
     short = commit[:10] if commit else None
     ways = []
     if short and parents == 1:
@@ -317,8 +323,7 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
         back = f"`git -C {r} checkout {short}~1 -- {p}`, then " if short else ""
         ways.append(f"put the file back and commit it: {back}`git -C {r} commit {p}`")
     else:
-        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}` (or "
-                    f"`filemem adopt {f}`, which records it as your edit)")
+        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}`{adopt_hint(full)}")
     way_out = ", or ".join(ways)
     kind = "merge commit" if parents > 1 else "commit"
     how = "it was deleted by" if fix == "restore" else "it came in with"

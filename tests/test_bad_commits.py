@@ -239,6 +239,9 @@ def test_repair_commands_work_on_a_store_with_a_bad_commit(tmp_path: Path) -> No
     assert out.returncode == 1
     assert "it is as it was committed" in out.stderr and "not valid YAML" in out.stderr
     assert f"`git -C {store} revert {sha[:10]}`" in out.stderr
+    # adopt again is offered only after the fix, not as the way out of itself
+    assert f"fix the file in your editor, then `filemem adopt {store / bad}`" in out.stderr
+    assert "(or `filemem adopt" not in out.stderr
     assert _commits(store) == n + 1
 
     # the person fixes it in the working tree: adoptable as their own edit

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -431,10 +432,15 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None,
                  for full in (os.path.abspath(p), os.path.join(root, p))}
         for c in unchanged:
             if c.path in given and c.at_head is not None:
+                details = c.at_head.details
+                way, hint = str(details.get("wayOut")), errors.adopt_hint(str(details["path"]))
+                if hint in way:  # adopt takes a fix once made: not the file as it is
+                    way = (f"fix the file in your editor, then `filemem adopt "
+                           f"{shlex.quote(str(details['path']))}` commits the fix as your "
+                           f"edit; or, with git: {way.replace(hint, '')}")
                 raise errors.invalid_input(
                     f"nothing to do for {c.path}: it is as it was committed, and that is "
-                    f"invalid ({c.at_head.details.get('reason')}); mend it first: "
-                    f"{c.at_head.details.get('wayOut')}")
+                    f"invalid ({details.get('reason')}); mend it first: {way}")
         raise errors.invalid_input(
             f"nothing to do for {', '.join(paths)}: no uncommitted change there "
             "(see `filemem status`)")
