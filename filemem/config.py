@@ -142,6 +142,11 @@ def parse_budgets(raw: Any) -> dict[tuple[str, str], int]:
     return out
 
 
+def budget_key(track: str, scope: str) -> str:
+    """The key of ``filemem.yaml`` that holds a layer's budget, e.g. ``budgets.user.userGlobal``."""
+    return f"budgets.{track}.{_LAYER_KEYS[scope]}"
+
+
 def budgets_to_json(budgets: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for (track, scope), limit in budgets.items():

@@ -859,6 +859,32 @@ def test_adopting_part_of_the_edits_never_goes_over_budget(p: filemem.Provider,
     assert out.returncode == 1 and "over budget" in out.stderr
 
 
+def test_an_edit_over_budget_is_refused_with_every_way_on(p: filemem.Provider,
+                                                          store_path: Path) -> None:
+    """In a layer already over budget an edit that grows is refused; the refusal names the
+    ways on (an edit left unadopted can stop a sync), and raising the budget works."""
+    big = add(p, "a" * 25)
+    cfg = store_path / "filemem.yaml"
+    cfg.write_text(cfg.read_text("utf-8").replace("userGlobal: 2000", "userGlobal: 20", 1),
+                   "utf-8")
+    git(store_path, "commit", "-q", "-m", "lower the budget", "filemem.yaml")
+    path = rel(store_path, file_of(store_path, big["id"]))
+    set_text(store_path / path, "a" * 28)
+    out = fm("adopt", "--yes", store=store_path)
+    assert out.returncode == 1
+    for way in ("needs 28/20 chars", "shorten this text",
+                "delete other entries' files of that layer and adopt that with it",
+                "raise budgets.user.userGlobal in filemem.yaml and "
+                "`filemem adopt filemem.yaml` first", f"`filemem discard {path}`"):
+        assert way in out.stderr, (way, out.stderr)
+    # the budget way, as the message says it
+    cfg.write_text(cfg.read_text("utf-8").replace("userGlobal: 20", "userGlobal: 40", 1),
+                   "utf-8")
+    ok("adopt", "--yes", "filemem.yaml", store=store_path)
+    ok("adopt", "--yes", store=store_path)
+    assert texts(p) == ["a" * 28]
+
+
 def test_adopting_one_file_that_fits_is_not_refused_for_another(p: filemem.Provider,
                                                                 store_path: Path) -> None:
     set_budget(store_path, 30)

@@ -387,9 +387,13 @@ def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
         for c in changes:
             grows = c.after is not None and c.after.layer == layer and c.problem is None and (
                 c.before is None or c.after.size > c.before.size)
-            if grows:
+            if grows:  # every way on: an edit left unadopted can stop a sync
                 c.problem = (f"over budget: adopting the changes in {layer[0]}/{layer[1]} "
-                             f"needs {used}/{limit} chars; shorten or remove entries first")
+                             f"needs {used}/{limit} chars; shorten this text, delete other "
+                             "entries' files of that layer and adopt that with it, raise "
+                             f"{config_mod.budget_key(*layer)} in filemem.yaml and "
+                             "`filemem adopt filemem.yaml` first, or drop this change: "
+                             f"`filemem discard {shlex.quote(c.path)}`")
 
 
 def select(changes: list[Change], root: str, paths: Iterable[str] | None,
