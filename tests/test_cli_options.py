@@ -48,9 +48,9 @@ def test_shared_options_before_the_command(store: Path, tmp_path: Path) -> None:
 
 
 def test_a_shared_option_the_command_does_not_take_is_a_usage_error(store: Path) -> None:
-    out = fm("--json", "--store", str(store), "path")
+    out = fm("--json", "--store", str(store), "export")  # its output is JSON already
     assert out.returncode == 2
-    assert "--json does not apply to `filemem path`" in out.stderr
+    assert "--json does not apply to `filemem export`" in out.stderr
     out = fm("--yes", "--store", str(store), "list")
     assert out.returncode == 2 and "--yes does not apply to `filemem list`" in out.stderr
     out = fm("--store", str(store))
