@@ -121,7 +121,8 @@ def session_start(provider: Provider, raw: bytes, agent: str,
             f"filemem: this session's memory snapshot is {size:,} characters; Claude Code "
             f"gives the model hook text over {CONTEXT_MAX:,} characters as a file with a "
             "preview. To keep it in the prompt, consolidate or remove memories "
-            "(`filemem budgets` shows each layer).")
+            "(`filemem budgets` shows what each track and scope uses, `filemem list` every "
+            "entry).")
     return (json.dumps(out, ensure_ascii=True) + "\n").encode("ascii"), text
 
 
