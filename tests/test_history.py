@@ -272,6 +272,25 @@ def test_a_persons_own_commits_are_reported_not_failed(p: filemem.Provider,
                                                            "likes tea, really"]
 
 
+def test_an_entry_removed_with_git_then_brought_back_is_no_problem_when_filemem_removes_it(
+        p: filemem.Provider, store_path: Path) -> None:
+    """`git revert` of an add is flagged (an audited entry gone outside filemem); the way out
+    the problem names (revert the revert) clears it, and stays cleared once the entry is
+    removed through filemem, an audited removal."""
+    p.add({**UG, "text": "temp note"}, ctx())
+    git(store_path, "revert", "--no-edit", "HEAD")
+    removal = head(store_path)
+    report = verify_json(store_path, expect_exit=1)
+    [problem] = report["problems"]
+    assert problem["commit"] == removal and "removes 1 audited entry" in problem["problem"]
+    assert f"`git revert {removal[:12]}` brings them back" in problem["problem"]
+    git(store_path, "revert", "--no-edit", "HEAD")
+    assert verify_json(store_path)["problems"] == []
+    p.remove({**UG, "match": "temp note"}, ctx())
+    assert verify_json(store_path)["problems"] == []
+    assert p.list_entries() == []
+
+
 def test_merges_are_reported(p: filemem.Provider, store_path: Path) -> None:
     p.add({**UG, "text": "on main"}, ctx())
     branch = git(store_path, "branch", "--show-current").strip()

@@ -124,22 +124,30 @@ def test_a_merge_of_a_line_forked_before_the_checkpoint_is_replayed_from_the_sta
     assert verify_json(store_path)["resumedFrom"] == head(store_path)
 
 
-def test_an_outside_removal_before_the_checkpoint_is_rechecked_at_each_later_head(
+def test_an_outside_removal_brought_back_before_the_checkpoint_stays_settled(
         p: filemem.Provider, store_path: Path) -> None:
     """A person's `git rm` of an audited entry that a later revert brought back is no
-    problem; once the entry is gone again at HEAD it is, as a full replay says, even when
-    verify resumes from a checkpoint made in between."""
+    problem, and stays none once filemem removes the entry (an audited removal), whether
+    verify resumes from a checkpoint made in between or replays it all; a new removal
+    outside filemem after the checkpoint is one."""
     e = p.add({**UG, "text": "keep me"}, ctx())["entry"]
     path = rel(store_path, file_of(store_path, e["id"]))
     git(store_path, "rm", "-q", path)
     git(store_path, "commit", "-q", "-m", "tidy up")
     git(store_path, "revert", "--no-edit", "HEAD")
     assert verify_json(store_path)["ok"]
-    assert _checkpoint(store_path)["removals"]
+    assert _checkpoint(store_path)["removals"] == []  # settled: nothing to carry on
     p.remove({**UG, "match": "keep me"}, ctx())
-    report = verify_json(store_path, expect_exit=1)  # the resumed run and --full agree
+    report = verify_json(store_path)  # the resumed run and --full agree
+    assert report["resumedFrom"] is not None and report["problems"] == []
+    again = p.add({**UG, "text": "and me"}, ctx())["entry"]
+    git(store_path, "rm", "-q", rel(store_path, file_of(store_path, again["id"])))
+    git(store_path, "commit", "-q", "-m", "tidy up again")
+    report = verify_json(store_path, expect_exit=1)
     assert report["resumedFrom"] is not None
-    assert any("made outside filemem, removes 1" in pr["problem"] for pr in report["problems"])
+    [problem] = report["problems"]
+    assert problem["commit"] == head(store_path)
+    assert "made outside filemem, removes 1" in problem["problem"]
 
 
 def test_a_long_history_verifies_once_then_resumes(p: filemem.Provider,

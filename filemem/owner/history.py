@@ -454,7 +454,7 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
     state = store.state()
     cache: dict[str, Entry | None] = {state.blobs[path]: state.entries[eid] for eid, path in
                                       itertools.islice(state.paths.items(), _DECODED_MAX)}
-    removals: list[tuple[int, CommitInfo, list[str]]] = []  # (where in problems, commit, ids)
+    removals: list[_Removal] = []
     point = None if full else verifycheck.load(store)
     commits = verifycheck.commits_since(store, point.commit) if point is not None else None
     if point is None or commits is None:
@@ -465,7 +465,8 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
         report.resumed_from = point.commit
         report.commits, report.filemem_commits = point.commits, point.filemem_commits
         report.external, report.merges, report.rows = point.external, point.merges, point.rows
-        removals = [(0, store.git.commit(sha), ids) for sha, ids in point.removals]
+        removals = [_Removal(0, store.git.commit(sha), ids, {sha, point.commit})
+                    for sha, ids in point.removals]  # every later commit descends from both
         branches = _Branches(commits)
         replay = _tree_replay(store, store.git.commit(point.commit).tree, cache)
         branches.done[point.commit] = replay
@@ -497,7 +498,7 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
                                         "subject": info.message.split("\n", 1)[0]})
                 dropped = _external(store, info, replay, branches, changes, cache)
                 if dropped:  # e.g. a `git commit -a` that built its tree from a stale index
-                    removals.append((len(report.problems), info, dropped))
+                    removals.append(_Removal(len(report.problems), info, dropped, {info.sha}))
             elif merging:
                 report.filemem_commits += 1
                 report.rows += len(rows)
@@ -516,15 +517,18 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
                         "report as the record of that commit)")})
                 _apply_rows(replay, rows, done)
             branches.finish(info, replay)
+            for r in removals:
+                r.after(info, replay)
+            removals = [r for r in removals if r.ids]
             if progress is not None:
                 progress(i + 1, total)
     state = store.state()
     report.entries = len(state.entries)
-    for at, removing, dropped in reversed(removals):  # one since brought back is no problem
-        lost = [eid for eid in dropped if eid not in state.entries]
+    for r in reversed(removals):
+        lost = [eid for eid in r.ids if eid not in state.entries]
         if lost:
-            report.problems.insert(at, {"commit": removing.sha,
-                                        "problem": _removal(removing, lost)})
+            report.problems.insert(r.at, {"commit": r.commit.sha,
+                                          "problem": _removal(r.commit, lost)})
     for bad in store.invalid.problems(state):  # the file, its commit and the way out
         report.problems.append({"commit": str(bad.details.get("commit") or state.head),
                                 "problem": bad.message})
@@ -535,7 +539,7 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
     if report.ok and state.head is not None:
         verifycheck.save(store, verifycheck.Checkpoint(
             state.head, report.commits, report.filemem_commits, report.external,
-            report.merges, report.rows, [(c.sha, ids) for _at, c, ids in removals]))
+            report.merges, report.rows, [(r.commit.sha, r.ids) for r in removals]))
     elif not report.ok:
         verifycheck.forget(store)
     return report
@@ -570,10 +574,29 @@ def _external(store: Store, info: CommitInfo, replay: _Replay, branches: _Branch
     return dropped
 
 
+class _Removal:
+    """Audited entries a commit made outside filemem deleted (``at``: where its problem goes
+    in the report). An entry a later commit on a line of history descending from it brought
+    back (`git revert` of the removal, as the problem advises) is no problem any more, even
+    if filemem removes it after that: the audited removal is what explains its absence."""
+
+    __slots__ = ("_line", "at", "commit", "ids")
+
+    def __init__(self, at: int, commit: CommitInfo, ids: list[str], line: set[str]) -> None:
+        self.at, self.commit, self.ids, self._line = at, commit, ids, line
+
+    def after(self, info: CommitInfo, replay: _Replay) -> None:
+        """Take in the next commit replayed (oldest first), as ``replay`` stands after it."""
+        if any(parent in self._line for parent in info.parents):
+            self._line.add(info.sha)
+            self.ids = [eid for eid in self.ids if eid not in replay.entries]
+
+
 def _removal(info: CommitInfo, lost: list[str]) -> str:
     """The problem of a commit made outside filemem that deletes audited entries."""
     revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
     return (f"this commit, made outside filemem, removes {len(lost)} audited "
-            f"entr{'y' if len(lost) == 1 else 'ies'} ({', '.join(lost)}); if you "
-            f"did not mean to delete them, `{revert}` brings them back (to delete "
-            "entries on purpose, delete their files and `filemem adopt`)")
+            f"entr{'y' if len(lost) == 1 else 'ies'} ({', '.join(lost)}); "
+            f"`{revert}` brings them back, and then this is no problem; to delete them on "
+            "purpose, `filemem remove` them after that (an audited removal), and next time "
+            "delete entry files and `filemem adopt`")
