@@ -100,16 +100,25 @@ def new_ids(count: int) -> list[str]:
             f"{h[k + 20:k + 32]}" for k in range(0, 32 * count, 32)]
 
 
-def check_unicode(value: str, what: str) -> str:
-    """Refuse lone surrogates: they cannot be stored as UTF-8 (a file, a commit)."""
+def unstorable(value: str) -> str | None:
+    """Why a store cannot keep ``value``, or None: a lone surrogate (not UTF-8: no file or
+    commit holds one) or NUL (a commit message holding one is refused by `git fsck` and by
+    remotes that check what they receive, and an entry's text goes into its commits')."""
+    at = value.find("\0")
+    if at >= 0:
+        return (f"holds a NUL character (U+0000) at index {at}, which git cannot keep in a "
+                "commit message")
     if value.isascii():  # known without a look at the characters (CPython marks such str)
-        return value
+        return None
     m = _SURROGATE_RE.search(value)
-    if m:
-        raise errors.invalid_input(
-            f"{what} is not valid Unicode (lone surrogate at index {m.start()}); "
-            "nothing was written"
-        )
+    return f"is not valid Unicode (lone surrogate at index {m.start()})" if m else None
+
+
+def check_storable(value: str, what: str) -> str:
+    """``value``, or INVALID_INPUT saying why the store cannot keep it (:func:`unstorable`)."""
+    problem = unstorable(value)
+    if problem is not None:
+        raise errors.invalid_input(f"{what} {problem}; nothing was written")
     return value
 
 
@@ -131,7 +140,7 @@ def validate_layer(track: Any, scope: Any, *, track_missing: bool = False,
 def validate_text(text: Any) -> str:
     if not isinstance(text, str) or len(text) < 1:
         raise errors.invalid_input("entry text must be a non-empty string")
-    return check_unicode(text, "entry text")
+    return check_storable(text, "entry text")
 
 
 def normalize_tags(raw: Any) -> list[str]:
@@ -154,7 +163,7 @@ def normalize_tags(raw: Any) -> list[str]:
             raise errors.invalid_input(
                 f"entry tag {js_json(utf16_prefix(tag, 20))}\u2026 exceeds {MAX_TAG_LENGTH} chars"
             )
-        check_unicode(tag, "entry tag")
+        check_storable(tag, "entry tag")
         if tag not in seen:
             seen.add(tag)
             out.append(tag)
@@ -182,7 +191,7 @@ def validate_optional_str(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise errors.invalid_input(f"entry {what} must be a string")
-    return check_unicode(value, f"entry {what}")
+    return check_storable(value, f"entry {what}")
 
 
 def workspace_key_of(cwd: Any, *, windows: bool = ON_WINDOWS) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
 from filemem import errors
 from filemem.config import Config
-from filemem.model import DEFAULT_SOURCE, Entry, check_unicode, now_ms, validate_object, visible
+from filemem.model import DEFAULT_SOURCE, Entry, check_storable, now_ms, validate_object, visible
 from filemem.rules import budgets, envelope
 from filemem.rules import query as query_mod
 from filemem.session import Writer, session_keys, write_context, writer_of
@@ -324,7 +324,7 @@ class Provider:
                             ("filter.scope", filt.get("scope")),
                             ("opts.sessionId", opts.get("sessionId"))):
             if isinstance(value, str):  # before the recall bump: a row with it cannot be kept
-                check_unicode(value, what)
+                check_storable(value, what)
         state = self.store.checked()
         cfg = self.config(state)
         recall = self.store.recall

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from filemem import errors
-from filemem.model import agent_key_of, check_unicode, workspace_key_of
+from filemem.model import agent_key_of, check_storable, workspace_key_of
 
 if TYPE_CHECKING:
     from filemem.approval import Gate
@@ -36,7 +36,7 @@ def session_keys(session: Any) -> tuple[str | None, str, str]:
     cwd, preset = header.get("cwd"), header.get("agentPreset")
     for value, what in ((sid, "session id"), (cwd, "session cwd"), (preset, "agentPreset")):
         if isinstance(value, str):
-            check_unicode(value, what)
+            check_storable(value, what)
     return (sid if isinstance(sid, str) else None, workspace_key_of(cwd), agent_key_of(preset))
 
 

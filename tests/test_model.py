@@ -211,9 +211,15 @@ def test_validate_layer_message(track: Any, scope: Any, kwargs: dict[str, bool],
     assert message == f"invalid memory scope: {shown} {SCOPE_HELP}"
 
 
-@pytest.mark.parametrize("text", ["x", "   ", "\n", "line1\nline2", "你好", "😀", "\x00"])
-def test_validate_text_accepts_any_non_empty_string(text: str) -> None:
+@pytest.mark.parametrize("text", ["x", "   ", "\n", "line1\nline2", "你好", "😀", "\x01"])
+def test_validate_text_accepts_any_non_empty_string_but_nul(text: str) -> None:
     assert validate_text(text) == text
+
+
+@pytest.mark.parametrize("text", ["\x00", "a\x00b", "你好\x00"])
+def test_validate_text_rejects_nul(text: str) -> None:
+    message = invalid(validate_text, text)
+    assert message.startswith("entry text holds a NUL character (U+0000) at index ")
 
 
 @pytest.mark.parametrize("text", ["", None, 5, ["x"], b"x"])

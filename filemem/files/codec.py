@@ -57,6 +57,7 @@ from filemem.model import (
     iso_ms,
     normalize_tags,
     parse_iso_ms,
+    unstorable,
 )
 
 FIELDS: Final = (
@@ -417,6 +418,9 @@ def _entry(values: dict[str, Any], text_bytes: bytes) -> Entry:
         raise CodecError(f"the entry text is not valid UTF-8 ({exc.reason})") from None
     if not text:
         raise CodecError("the entry text (after the front-matter) is empty")
+    problem = unstorable(text)
+    if problem is not None:
+        raise CodecError(f"the entry text {problem}")
     return Entry(
         id=eid, track=track, scope=scope, workspace_key=workspace_key, agent_key=agent_key,
         text=text, source=source, tags=tuple(tags), version=version, created_at=created,
