@@ -18,10 +18,10 @@
 
 Callers branch on the class or on ``code``; each surface maps them through one table of its
 own (CLI exit codes, JSON-RPC codes, MCP tool errors). A damaged git repository (a missing or
-unreadable object, a detached HEAD) is ``STORE_CORRUPT``: ``filemem.files.gitrepo``'s
-``RepositoryDamaged``, a ProtocolError that names the object and the way out; a file
-committed invalid at HEAD is ``STORE_CORRUPT`` from :func:`bad_file`, naming the file, the
-commit that brought it and the way out. Messages stay
+unreadable object; a HEAD not on the store's branch, ``OffBranch``) is ``STORE_CORRUPT``:
+``filemem.files.gitrepo``'s ``RepositoryDamaged``, a ProtocolError that names the object
+and the way out; a file committed invalid at HEAD is ``STORE_CORRUPT`` from
+:func:`bad_file`, naming the file, the commit that brought it and the way out. Messages stay
 English: they are part of the audit contract and other providers compare them.
 """
 

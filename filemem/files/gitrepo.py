@@ -22,16 +22,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from filemem.files import atomic, gitstate, modes, objread, packwrite, treebytes, wal
-from filemem.files.giterrors import GitError, RefLocked, RepositoryDamaged, restore_hint
+from filemem.files.giterrors import GitError, OffBranch, RefLocked, RepositoryDamaged, restore_hint
 from filemem.files.objread import Packs
 from filemem.files.treebytes import FILE_MODE, TREE_MODE, Tree, serialize_tree
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
-__all__ = ["FILE_MODE", "TREE_MODE", "GitError", "GitRepo", "RefLocked", "RepositoryDamaged",
-           "Tree", "serialize_tree"]
+__all__ = ["FILE_MODE", "TREE_MODE", "GitError", "GitRepo", "OffBranch", "RefLocked",
+           "RepositoryDamaged", "Tree", "serialize_tree"]
 BRANCH: Final = "main"
+_BRANCH_REF: Final = f"refs/heads/{BRANCH}"
+_HEAD_ON_BRANCH: Final = f"ref: {_BRANCH_REF}".encode()
 _TYPES: Final = {1: b"commit", 2: b"tree", 3: b"blob"}
 _TREE_CACHE_MAX: Final = 20_000
 # filemem's own temp files in .git/objects (atomic.temp_name's, ending in its suffix)
@@ -181,25 +183,26 @@ class GitRepo:
     # ------------------------------------------------------------ refs
 
     def head_ref(self, seen: bool = False) -> str:
-        """The branch HEAD points at (``refs/heads/main``); detached HEAD is refused, except
-        during a rebase or bisect of that branch: then it is the branch they will move (reads
-        serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
+        """The branch HEAD points at: ``refs/heads/main``, the one branch filemem reads,
+        writes and syncs. Any other branch, or a detached HEAD, is refused
+        (:class:`OffBranch`), for reads, writes and sync alike: the one place that decides.
+        Except during a rebase or bisect of that branch: then it is the branch they will
+        move (reads serve it as last committed; writes are refused, see :mod:`.gitstate`)."""
         try:
             content = self._read(self.file_of("HEAD"), seen).strip()
         except FileNotFoundError:
             raise RepositoryDamaged(self.root, ".git/HEAD is missing",
                                     restore_hint(self.root)) from None
-        if not content.startswith(b"ref: "):
-            op = gitstate.unfinished(self.git_dir)
-            if op is not None and op.branch == f"refs/heads/{BRANCH}":
-                return op.branch
-            at = content[:40].decode("ascii", "replace")
-            raise RepositoryDamaged(
-                self.root, f"HEAD is detached (at {at}), not on the store's branch {BRANCH}",
-                f"put it back on the branch with `git -C {self.root} switch {BRANCH}` (a "
-                f"commit made while detached can be kept with `git merge` after that)",
-                sha=at, path="")
-        return content[5:].decode()
+        if content == _HEAD_ON_BRANCH:
+            return _BRANCH_REF
+        if content.startswith(b"ref: "):
+            raise OffBranch(self.root, BRANCH,
+                            branch=content[5:].decode("utf-8", "replace").removeprefix(
+                                "refs/heads/"))
+        op = gitstate.unfinished(self.git_dir)
+        if op is not None and op.branch == _BRANCH_REF:
+            return op.branch
+        raise OffBranch(self.root, BRANCH, sha=content[:40].decode("ascii", "replace"))
 
     def head(self, seen: bool = False) -> str | None:
         """The commit HEAD points at, or None for a repository with no commits yet.
