@@ -509,3 +509,53 @@ def test_a_merge_begun_after_this_processs_write_is_refused_before_anyone_is_ask
         with pytest.raises(filemem.GitOperationInProgress):
             p.add({**UG, "text": "during the merge, in the same tick"}, ws)
         assert len(asked.requests) == 3 and head(s) == before
+
+
+# ---------------------------------------------------------------- the ways out, followed
+
+
+def test_a_git_stash_pop_conflict_resolved_by_hand_is_adopted(tmp_path: Path) -> None:
+    s = tmp_path / "store"
+    filemem.init_store(s).close()
+    eid = add(s, "one")["id"]
+    rel = f"user/user-global/_shared/{eid}.md"
+    path = s / rel
+    path.write_text(path.read_text().replace("\none\n", "\nhand\n"))
+    g(s, "stash")
+    replace(s, "one", "one v4")
+    assert g(s, "stash", "pop", check=False).returncode != 0
+    assert g(s, "diff", "--name-only", "--diff-filter=U").stdout.split() == [rel]
+    markers = "it has git conflict markers (<<<<<<< ... >>>>>>>): keep the text you " \
+              "want, delete those lines, then adopt it"
+    out = run_cli("adopt", "--yes", store=s)  # markers in it: never committed
+    assert out.returncode == 1 and markers in out.stderr, out.stderr
+    before = head(s)
+
+    # the person deletes the three lines; git's index still lists the file as unmerged
+    kept = [line for line in path.read_text().splitlines(keepends=True)
+            if not line.startswith(("<<<<<<< ", "=======", ">>>>>>> "))]
+    path.write_text("".join(kept))
+    assert g(s, "diff", "--name-only", "--diff-filter=U").stdout.split() == [rel]
+    out = run_cli("status", "--json", store=s)
+    (change,) = json.loads(out.stdout)
+    assert change["adoptable"] is True and change["conflict"] is True, change
+    out = run_cli("adopt", "--yes", store=s)
+    assert out.returncode == 0, out.stderr
+    assert head(s, "HEAD~1") == before
+    assert texts(s) == ["one v4\nhand"]
+    assert g(s, "status", "--porcelain").stdout == ""  # git's conflict is resolved too
+    assert run_cli("verify", store=s).returncode == 0
+
+
+def test_a_git_stash_pop_conflict_is_discarded(tmp_path: Path) -> None:
+    s = tmp_path / "store"
+    filemem.init_store(s).close()
+    eid = add(s, "one")["id"]
+    path = s / f"user/user-global/_shared/{eid}.md"
+    path.write_text(path.read_text().replace("\none\n", "\nhand\n"))
+    g(s, "stash")
+    replace(s, "one", "one v4")
+    assert g(s, "stash", "pop", check=False).returncode != 0
+    out = run_cli("discard", "--yes", store=s)
+    assert out.returncode == 0, out.stderr
+    assert texts(s) == ["one v4"] and g(s, "status", "--porcelain").stdout == ""

@@ -136,17 +136,26 @@ def in_progress(store: Store) -> InProgress | None:
 def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None:
     """Say what git, not a person, left in the working tree: a file with conflicts (git
     left it unmerged, or conflict markers are in it), and during an unfinished merge,
-    rebase, ... the other files it changed, which its `git commit` takes in."""
+    rebase, ... the other files it changed, which its `git commit` takes in. Outside such
+    an operation (a `git stash pop` that stopped on a conflict), a file git still lists as
+    unmerged whose markers the person has removed is theirs to adopt: adopt commits those
+    bytes, with no markers, and its index entry replaces git's unmerged ones."""
     op = gitstate.unfinished(store.git.git_dir)
     unmerged = set(index.unmerged())
     for c in changes:
-        if c.path in unmerged or (c.data is not None and gitstate.has_conflict_markers(c.data)):
+        markers = c.data is not None and gitstate.has_conflict_markers(c.data)
+        if c.path in unmerged or markers:
             c.conflict = True
+        if op is not None and markers:
             c.problem = (f"it has git conflict markers (<<<<<<< ... >>>>>>>) from the "
-                         f"unfinished {op.label}: resolve them and finish the {op.label} "
-                         "with git, not with adopt"
-                         if op is not None else
-                         "it has git conflict markers (<<<<<<< ... >>>>>>>): keep the text "
+                         f"unfinished {op.label}: finish or undo the {op.label} with git "
+                         "(see above), not with adopt")
+        elif op is not None and c.path in unmerged:
+            c.problem = (f"git still marks it as unresolved in the unfinished {op.label}: "
+                         f"finish or undo the {op.label} with git (see above; finishing "
+                         "takes `git add` of it first), not with adopt")
+        elif markers:
+            c.problem = ("it has git conflict markers (<<<<<<< ... >>>>>>>): keep the text "
                          "you want, delete those lines, then adopt it")
         elif op is not None:
             c.problem = (f"part of the unfinished {op.label}, which commits it when it "
