@@ -514,6 +514,85 @@ def test_a_merge_begun_after_this_processs_write_is_refused_before_anyone_is_ask
 # ---------------------------------------------------------------- the ways out, followed
 
 
+def conflicting_pull_rebase(tmp_path: Path) -> tuple[Path, str]:
+    """Two machines replaced the same entry (b later); `git pull --rebase` on b stops on
+    the conflict. Returns (b, the entry's id)."""
+    remote, a = published(tmp_path)
+    b = Path(clone(str(remote), str(tmp_path / "b")))
+    replace(a, "English", "Prefers English, tests first")
+    assert run_cli("sync", store=a).returncode == 0
+    replace(b, "English", "Prefers English, short answers")
+    pull = g(b, "pull", "--rebase", check=False)
+    assert pull.returncode != 0 and "CONFLICT" in pull.stdout + pull.stderr, pull.stderr
+    assert (b / ".git" / "rebase-merge").exists()
+    with filemem.open_store(b) as p:
+        (entry,) = [e for e in p.list_entries() if "English" in e["text"]]
+    return b, entry["id"]
+
+
+def test_a_conflicted_pull_rebase_leads_with_abort_then_sync(tmp_path: Path) -> None:
+    b, eid = conflicting_pull_rebase(tmp_path)
+    way = "Undo it: `git rebase --abort`, then, if it came from `git pull --rebase`, " \
+          "`filemem sync`"
+    out = run_cli("status", store=b)
+    assert out.returncode == 0 and way in out.stdout, out.stdout
+    told = out.stdout[out.stdout.index(way):]
+    assert told.index("`filemem sync`") < told.index("`git rebase --continue`")
+    assert "rewrites filemem's commits, and `filemem verify` reports" in told
+    refused = run_cli("add", "--yes", *UG_ARGS, "during the rebase", store=b)
+    assert_refused(refused, "rebase")
+    assert f"nothing was written. {way}" in refused.stderr
+
+    # followed: abort, sync; the later text keeps the id, the other is a new entry
+    g(b, "rebase", "--abort")
+    out = run_cli("sync", store=b)
+    assert out.returncode == 0 and "conflict:" in out.stdout, out.stdout + out.stderr
+    out = run_cli("verify", store=b)
+    assert out.returncode == 0 and "OK:" in out.stdout, out.stdout
+    with filemem.open_store(b) as p:
+        english = {e["text"]: e["id"] for e in p.list_entries() if "English" in e["text"]}
+    assert english.keys() == {"Prefers English, tests first", "Prefers English, short answers"}
+    assert english["Prefers English, short answers"] == eid  # updated later
+    assert english["Prefers English, tests first"] != eid
+
+
+def test_verify_after_a_continued_rebase_names_what_puts_history_and_head_in_step(
+        tmp_path: Path) -> None:
+    b, eid = conflicting_pull_rebase(tmp_path)
+    conflicted = f"user/user-global/_shared/{eid}.md"
+    g(b, "checkout", "--ours", "--", conflicted)  # no markers, but git has it unmerged
+    (change,) = json.loads(run_cli("status", "--json", store=b).stdout)
+    assert change["problem"].startswith("git still marks it as unresolved in the "
+                                        "unfinished git rebase"), change
+    g(b, "checkout", "--theirs", "--", conflicted)  # b's own commit, as rebased
+    g(b, "add", conflicted)
+    g(b, "rebase", "--continue")
+    rewritten = head(b)
+
+    def problems() -> list[str]:
+        out = run_cli("verify", "--json", store=b)
+        return [x["problem"] for x in json.loads(out.stdout)["problems"]]
+
+    def at_head(found: list[str]) -> list[str]:
+        return [x for x in found if x.startswith("replaying history does not give")]
+
+    (gap,) = at_head(problems())
+    assert f"{eid} is version 2 at HEAD but version 3 in the audited history" in gap
+    assert "`filemem adopt`" in gap and "only its `version:` line" in gap
+    assert "to keep it, write the text you want with `filemem replace`" not in gap
+    replace(b, "English", "Prefers English, short answers")  # does not mend it, as told
+    (gap,) = at_head(problems())
+    assert "version 3 at HEAD but version 4" in gap
+    path = b / conflicted  # the advice followed: only the version line, then adopt
+    data = path.read_text()
+    path.write_text(data.replace("version: 3\n", "version: 4\n"))
+    assert run_cli("adopt", "--yes", store=b).returncode == 0
+    found = problems()
+    assert at_head(found) == []
+    (left,) = found  # the rewritten commit stays reported, as the record of it
+    assert left.startswith(f"replace row for {eid}") and rewritten[:12] in left
+
+
 def test_a_git_stash_pop_conflict_resolved_by_hand_is_adopted(tmp_path: Path) -> None:
     s = tmp_path / "store"
     filemem.init_store(s).close()

@@ -36,9 +36,14 @@ _WAYS_OUT: Final = {
              "`git merge --abort`. If it came from `git pull` of another machine's store, "
              "`git merge --abort` and then `filemem sync` merges the two entry by entry, "
              "with no conflict markers",
-    "rebase": "finish it: fix the conflicted files, `git add` them and `git rebase "
-              "--continue`; or undo it: `git rebase --abort` (a rebase rewrites the store's "
-              "audit commits; `filemem sync` merges with a remote instead)",
+    # undoing leads: finishing rewrites filemem's audited commits, which verify then
+    # reports for good, while a sync after the abort merges and keeps both audit trails
+    "rebase": "undo it: `git rebase --abort`, then, if it came from `git pull --rebase`, "
+              "`filemem sync`, which merges the other machine's store entry by entry and "
+              "keeps both sides' audit trail (an entry both changed keeps both texts). "
+              "Finishing it instead (fix the conflicted files, `git add` them and `git "
+              "rebase --continue`) rewrites filemem's commits, and `filemem verify` reports "
+              "each rewritten commit from then on",
     "am": "finish it: fix the conflicted files, `git add` them and `git am --continue` (or "
           "`git am --skip` this patch); or undo it: `git am --abort`",
     "cherry-pick": "finish it: fix the conflicted files, `git add` them and `git "

@@ -425,8 +425,9 @@ def _mismatch(where: str, at: Replayed, replayed: Replayed,
     extra = sorted(at.keys() - replayed.keys())
     missing = sorted(replayed.keys() - at.keys())
     differ = sorted(k for k in at.keys() & replayed.keys() if at[k] != replayed[k])
+    versions = [k for k in differ if at[k][1] != replayed[k][1]]
     named = [f"{k} is version {at[k][1]} at {where} but version {replayed[k][1]} in the "
-             "audited history" if at[k][1] != replayed[k][1] else
+             "audited history" if k in versions else
              f"{k} has another text at {where} than in the audited history" for k in differ[:3]]
     named += [f"{k} is at {where} without an audit row adding it" for k in extra[:3]]
     named += [f"{k} was deleted without an audit row removing it" for k in missing[:3]]
@@ -438,9 +439,29 @@ def _mismatch(where: str, at: Replayed, replayed: Replayed,
         look += f", and `filemem log --entry {first[0][:8]}` its audited versions"
     return (f"replaying history does not give the entries at {where} ({len(extra)} extra, "
             f"{len(missing)} missing, {len(differ)} differ: {'; '.join(named)}). "
-            f"{look}. To undo a change made without filemem, `git revert <that commit>`; "
-            "to keep it, write the text "
-            "you want with `filemem replace` (a new audited version)")
+            f"{look}. {_in_step(where, extra, missing, versions)}")
+
+
+def _in_step(where: str, extra: list[str], missing: list[str], versions: list[str]) -> str:
+    """What brings the replay and ``where`` back in step: `filemem replace` counts on from
+    the replayed version, a git commit or an adopted edit takes the file's (a rebase's gap)."""
+    if where != "HEAD":  # a line of history merged in: nothing written now changes it
+        return ("That line of history is merged in as it is: nothing written now changes this, "
+                "and it stays reported as its record (see the commits named above)")
+    way = ("To undo a change made without filemem, `git revert <that commit>` (git's own "
+           "commit is taken as it is, so history and HEAD agree again)")
+    if extra or versions:
+        way += ("; to keep what HEAD has, change each such entry's file (its text, or only "
+                "its `version:` line) and `filemem adopt` it: an adopted edit is recorded at "
+                "the version its file then has, which puts history and HEAD in step "
+                "(`filemem replace` does not: it counts on from the audited version)")
+    elif not missing:
+        way += ("; to keep it, write the text you want with `filemem replace` (a new audited "
+                "version), or edit the file and `filemem adopt` it")
+    if missing:
+        way += ("; an entry missing at HEAD comes back by that revert (`filemem remove` it "
+                "then, to have it gone)")
+    return way
 
 
 def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
