@@ -19,7 +19,7 @@ import pytest
 import filemem
 import filemem.owner
 from filemem.files import packing, packwrite
-from filemem.owner import gitfetch, history, logindex, verifycheck
+from filemem.owner import gitfetch, history, logindex, logview, verifycheck
 from filemem.owner import sync as fsync
 from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 from tests.test_history import fast_history, ok, person_commits, verify_json
@@ -206,12 +206,12 @@ def test_log_entry_uses_an_index_that_follows_new_commits_and_survives_damage(
         assert [i["entryId"] for i in _log(store_path, b["id"])] == [b["id"]]
     # the same answer as a walk of the whole history (no index at all) ...
     index.unlink()
-    owner_items = history.log(p.store, a["id"])
+    owner_items = logview.log(p.store, a["id"])
     assert [i["commit"] for i in owner_items] == [i["commit"] for i in expected]
     assert [i["version"] for i in owner_items] == [3, 2, 1]
     # ... and without the git CLI (each commit's changed files diffed in Python)
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
-    assert history.log(p.store, a["id"]) == owner_items
+    assert logview.log(p.store, a["id"]) == owner_items
 
 
 def test_the_log_index_names_the_entries_a_commit_made_with_git_changed(

@@ -242,8 +242,8 @@ class Owner:
 
     def log(self, entry_id: str | None = None, limit: int | None = None
             ) -> list[dict[str, Any]]:
-        from filemem.owner import history
-        return history.log(self._store, entry_id, limit)
+        from filemem.owner import logview
+        return logview.log(self._store, entry_id, limit)
 
     def verify(self, progress: Callable[[int, int], None] | None = None, *,
                full: bool = False) -> Report:
