@@ -109,13 +109,15 @@ def test_a_merge_of_a_line_forked_before_the_checkpoint_is_replayed_from_the_sta
     fork = head(store_path)
     p.add({**UG, "text": "mine"}, ctx())
     assert history.verify(p.store).ok
-    # another line from the fork point, merged in with git
-    git(store_path, "branch", "-q", "side", fork)
-    git(store_path, "checkout", "-q", "side")
-    side = filemem.open_store(store_path, write_policy="auto", budgets=BIG)
+    # another line from the fork point (a clone's main: filemem writes only on main),
+    # merged in with git
+    other = store_path.parent / "other"
+    git(store_path.parent, "clone", "-q", str(store_path), str(other))
+    git(other, "reset", "-q", "--hard", fork)
+    side = filemem.open_store(other, write_policy="auto", budgets=BIG)
     side.add({**UG, "text": "theirs"}, ctx())
     side.close()
-    git(store_path, "checkout", "-q", "main")
+    git(store_path, "fetch", "-q", str(other), "main:side")
     git(store_path, "merge", "-q", "--no-edit", "side")
     assert_clean_repo(store_path)
     report = history.verify(p.store)
