@@ -415,14 +415,22 @@ class Store:
 
     @contextlib.contextmanager
     def disk_full_is_reported(self) -> Iterator[None]:
-        """A full disk (or quota) while writing the store's files is StoreFull, one clear
-        line: the atomic primitive and the object writers never give a half-written file
-        its real name, so the store is as it was."""
+        """A full disk (or quota) while writing the store's files is StoreFull, and a file
+        or folder this process may not write (part of ``.git`` read-only) StoreReadOnly
+        naming it, one clear line each: the atomic primitive and the object writers never
+        give a half-written file its real name, so the store is as it was."""
         try:
             yield
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or \
-                    isinstance(exc, errors.FilememError):
+            if isinstance(exc, errors.FilememError):
+                raise
+            if read_only(exc):
+                where = exc.filename or self.root
+                raise errors.StoreReadOnly(
+                    self.root, f"{exc.strerror}: {where}; make its folder writable for this "
+                    f"user (`chmod -R u+w {os.path.dirname(where)}`), or write as the user "
+                    "who owns it") from None
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise errors.StoreFull(
                 f"the disk holding the store {self.root} is full ({exc.strerror}); nothing "

@@ -24,6 +24,7 @@ from filemem.files.layout import entry_path, is_entry_path
 from filemem.files.manyfiles import write_files
 from filemem.files.wal import CHECKPOINT_BYTES, WalRecord
 from filemem.model import Entry, now_ms
+from filemem.store import room
 from filemem.store.auditlog import commit_message
 from filemem.store.logs import log
 from filemem.store.names import IDENT
@@ -101,6 +102,7 @@ class Transaction:
             tree, blobs = st.tree, {}
         commit = git.make_commit(tree, [st.head, *(parents or [])], message, IDENT, ts // 1000,
                                  pending)
+        room.check(store, changes, pending)  # not a byte written before this
         store.trail.made(commit, rows)  # what the next write numbers after, if it lands
         # one fdatasync, of the write-ahead log, makes the write durable where it is on
         # (wal.py), and its record is the write's journal until settled; elsewhere the
@@ -197,6 +199,7 @@ class Transaction:
             raise hand_edited(worktree.full_path(store.root, dirty[0]))
         changes = {path: git.read_blob(new) if new else None for path, _old, new in diff}
         blobs = {path: new for path, _old, new in diff if new}
+        room.check(store, changes, None)
         if diff:
             store.journal.begin(st.head, target, {p: (old, new) for p, old, new in diff})
         with self._index_locked(bool(diff)) as lock:
@@ -296,6 +299,7 @@ class Transaction:
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
             return False
+
 
 
 def _run(calls: list[Callable[[], None]]) -> None:
