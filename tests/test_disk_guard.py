@@ -1,8 +1,9 @@
 """A write the store cannot take whole is refused before its commit (STORE_FULL,
 STORE_READ_ONLY: nothing written, `git status` clean), never committed and then half
-mirrored. No root or mount needed: a nearly full disk is a `statvfs` reporting little room,
-a read-only folder a real `chmod` (run without root's override where the tests run as
-root)."""
+mirrored; and a mirror that still fails after the commit leaves git's index agreeing with
+HEAD, so that a plain `git commit` cannot delete what was just written. No root or mount
+needed: a nearly full disk is a `statvfs` reporting little room, a read-only folder a real
+`chmod` (run without root's override where the tests run as root)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 import filemem
 from filemem import errors
 from filemem.cli.common import EXIT_READ_ONLY
-from filemem.files import packwrite
+from filemem.files import gitindex, packwrite
+from filemem.store import transaction
 from tests.conftest import assert_clean_repo, ctx, git, run_cli, write_in_flight
 
 UG = {"track": "agent", "scope": "user-global"}
@@ -131,3 +133,42 @@ def test_a_permission_error_writing_git_files_is_store_read_only_naming_the_file
     assert git(store, "rev-parse", "HEAD") == head
     monkeypatch.undo()
     assert _texts(store) == ["written before"]
+
+
+# ---------------------------------------------------------------- a mirror failing anyway
+
+
+def _no_space(*_: object, **__: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("fails", ["entry file", "index"])
+def test_a_mirror_that_fails_after_the_commit_leaves_the_index_at_head(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    store = _store(tmp_path / "mem")
+    real_write = gitindex.GitIndex.write
+    calls: list[int] = []
+
+    def index_fails_once(self: gitindex.GitIndex, *args: object, **kw: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            _no_space()
+        real_write(self, *args, **kw)  # type: ignore[arg-type]
+
+    if fails == "entry file":
+        monkeypatch.setattr(transaction, "write_files", _no_space)
+    else:
+        monkeypatch.setattr(gitindex.GitIndex, "write", index_fails_once)
+    with filemem.open_store(store, write_policy="auto") as p:
+        p.add({**UG, "text": "committed, not mirrored"}, ctx())  # the commit stands
+    monkeypatch.undo()
+    # git's index is HEAD's: nothing staged, so a plain `git commit` deletes nothing
+    assert git(store, "diff", "--cached", "--name-status") == ""
+    head = git(store, "rev-parse", "HEAD")
+    git(store, "commit", "-q", "-m", "a person's commit", check=False)
+    assert git(store, "rev-parse", "HEAD") == head
+    assert _texts(store) == ["committed, not mirrored", "written before"]
+    with filemem.open_store(store, write_policy="auto") as p:  # the next write repairs
+        p.add({**UG, "text": "and the next"}, ctx())
+    assert_clean_repo(store)
+    assert len(_texts(store)) == 3

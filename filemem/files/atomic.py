@@ -314,6 +314,11 @@ class LockFile:
         if self.sync_dir:
             fsync_dir(os.path.dirname(self.path) or ".")
 
+    @property
+    def open(self) -> bool:
+        """Still held: neither committed nor aborted."""
+        return not self._done
+
     def abort(self) -> None:
         """Release the lock without touching ``path`` (a no-op once committed or aborted)."""
         if self._done:

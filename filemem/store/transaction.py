@@ -296,10 +296,31 @@ class Transaction:
                 store.journal.clear()
             return True
         except (OSError, TimeoutError) as exc:
+            self._index_at_head(changes, blobs, lock)
             log.warning("filemem: commit %s is written, but updating the working tree "
                         "failed (%s); it will be repaired on the next write", commit, exc)
             return False
 
+    def _index_at_head(self, changes: dict[str, bytes | None], blobs: dict[str, str],
+                       lock: LockFile | None) -> None:
+        """After a mirror that failed: git's index given the commit's blobs for the paths it
+        changed (stat unknown: git looks at the files), so that the index agrees with HEAD
+        and a `git commit` of it cannot undo the commit (an index left as it was would
+        commit the new entry's deletion). Best effort: it needs a few KB the failed mirror
+        may not have had; the unsettled record repairs the rest on the next write."""
+        store = self.store
+        try:
+            index = store.index()
+            for path, data in changes.items():
+                if data is None:
+                    index.remove(path)
+                else:
+                    index.set(path, blobs[path], None)
+            store._write_index(index, lock if lock is not None and lock.open else None)
+        except (OSError, TimeoutError) as exc:
+            log.warning("filemem: git's index could not be updated either (%s): until the "
+                        "next filemem write, `git status` shows this commit's files as "
+                        "staged to be undone; do not `git commit` before it", exc)
 
 
 def _run(calls: list[Callable[[], None]]) -> None:
