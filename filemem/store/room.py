@@ -1,9 +1,9 @@
-"""Before a write's commit point: can the store take all of it? Every folder the write
-puts a file in is writable by this process, and its file system has room for what the
-write puts down. A write refused here has written nothing (STORE_READ_ONLY, STORE_FULL); one
-that passes does not run out halfway through mirroring its commit into the working tree,
-which would leave git's index behind HEAD. One ``statvfs``, one ``stat`` and an ``access``
-a folder: a few microseconds on every write's path."""
+"""Before a write's commit point: can the store take all of it? Every working-tree folder
+the write puts a file in is writable by this process, and its file system has room for
+what the write puts down. A write refused here has written nothing (STORE_READ_ONLY,
+STORE_FULL); one that passes does not run out halfway through mirroring its commit into the
+working tree, which would leave git's index behind HEAD. One ``statvfs``, one ``stat`` and
+an ``access`` a folder (one, for most writes): about 8 µs of every write."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ def check(store: Store, changes: Mapping[str, bytes | None],
     write-ahead log's record, the branch's lock file."""
     git = store.git
     root = store.root
-    gd = git.git_dir  # the branch is always refs/heads/main (gitrepo.BRANCH)
-    for folder in {gd: 0, f"{gd}/objects/pack": 0, f"{gd}/refs/heads": 0, store.meta: 0,
-                   **{f"{root}/{p.rpartition('/')[0]}": 0 for p in changes}}:
+    # the working tree's folders only: a file `.git` or `.filemem` refuses is refused before
+    # the branch moves (Store.disk_full_is_reported: STORE_READ_ONLY), while the working
+    # tree is written after it, where a refusal would leave git's index behind HEAD
+    for folder in {f"{root}/{p.rpartition('/')[0]}": 0 for p in changes}:
         while not os.access(folder, os.W_OK | os.X_OK):  # a new folder: where it is made
             if len(folder) <= len(root) or os.path.isdir(folder):
                 raise errors.StoreReadOnly(
