@@ -158,6 +158,7 @@ def test_hostile_input_changes_nothing(secret_store: Path) -> None:
     entry_file = next(store.glob("user/user-global/**/*.md"))
     cases = [
         (["redact", "00000000-dead", "--yes"], "no entry"),  # an id that does not exist
+        (["redact", "", "--yes"], "give the entry's id"),  # the start of every id
         (["redact", "--text", "no such text anywhere", "--yes"], "nowhere"),
         (["redact", "--text", entry_file.stem[:13], "--yes"], "name"),  # part of a file name
         (["redact", "--text", "user-global", "--yes"], "name"),  # a folder, a layer

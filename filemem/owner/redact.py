@@ -80,6 +80,9 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
     fetched remote branches: after a redaction, only commits not yet rewritten still hold
     them). INVALID_INPUT if no entry of the history has that id, or if it has no text left
     but the marker (redacted already: nothing to do)."""
+    if not prefix.strip():
+        raise errors.invalid_input("give the entry's id, or a unique start of it (`filemem "
+                                   "list` shows them); nothing was changed")
     git = store.git
     texts: dict[str, set[str]] = {}
     records: dict[str, str] = {}  # entry id -> a redaction record naming it
@@ -93,7 +96,7 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
         stack.extend(info.parents)
         for r in store.trail.commit_rows(info):
             eid = str(r.get("entryId") or "")
-            if eid.startswith(prefix):
+            if eid and eid.startswith(prefix):  # rows about no entry (an init) name none
                 texts.setdefault(eid, set())
                 if isinstance(r.get("text"), str):
                     texts[eid].add(str(r["text"]))
@@ -102,7 +105,7 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
         parent = git.commit(info.parents[0]).tree if info.parents else None
         for path, _old, new in git.diff(parent, info.tree):
             eid = id_from_path(path) or ""
-            if new is not None and eid.startswith(prefix):
+            if new is not None and eid and eid.startswith(prefix):
                 with contextlib.suppress(CodecError):  # an invalid file: no text of it
                     texts.setdefault(eid, set()).add(codec.decode(git.read_blob(new)).entry.text)
     if not texts:
