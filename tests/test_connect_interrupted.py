@@ -309,6 +309,16 @@ def test_connections_shows_what_is_connected_and_what_was_interrupted(
     assert found["hermes"]["store"] == str(store)
     assert [c["scope"] for c in found["claudeCode"]] == ["user", "project"]
     assert not any(c["connected"] for c in found["claudeCode"])
+    assert found["hermes"]["pythonMissing"] is False
+    # the Python the plugin runs filemem with, gone (its venv removed): connected, not working
+    settings = home / "plugins" / "filemem" / "filemem.json"
+    data = json.loads(settings.read_text(encoding="utf-8"))
+    settings.write_text(json.dumps({**data, "python": str(tmp_path / "gone" / "python")}),
+                        encoding="utf-8")
+    shown = ok(hermes_run(home, "connections"))
+    assert "connected, but not working: the Python it runs filemem with" in shown
+    assert "`filemem connect hermes` again" in shown
+    assert json.loads(ok(hermes_run(home, "connections", "--json")))["hermes"]["pythonMissing"]
 
 
 # filemem, on a system without renameat2(RENAME_EXCHANGE): two renames and the journal

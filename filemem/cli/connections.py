@@ -55,7 +55,12 @@ def _hermes_lines(h: dict[str, Any]) -> list[str]:
         return [f"{name}: cannot tell: {visible(h['error'])}"]
     if not h["installed"]:
         return [f"{name}: not installed here"]
-    if h["connected"]:
+    if h["connected"] and h["pythonMissing"]:
+        line = f"{name}: connected, but not working: the Python it runs filemem with " \
+               f"({visible(str(h['python']))}) is gone, so Hermes finds the memory provider " \
+               "not available; `filemem connect hermes` again, from the filemem you use now, " \
+               "mends it"
+    elif h["connected"]:
         line = f"{name}: connected (store {visible(str(h['store']))}, agent " \
                f"{visible(str(h['agent']))})"
     elif h["plugin"]:

@@ -331,9 +331,14 @@ def connection(home: str) -> dict[str, Any]:
     plugin_dir = os.path.join(home, "plugins", PLUGIN)
     cfg = yamlconfig.read(os.path.join(home, "config.yaml"))
     settings = read_settings(plugin_dir)
+    python = (settings or {}).get("python")
     return {"home": home, "connected": _selected(cfg) and settings is not None,
             "selected": _selected(cfg), "plugin": settings is not None,
             "store": (settings or {}).get("store"), "agent": (settings or {}).get("agent"),
+            # the plugin runs filemem with this Python: gone (a venv removed or moved),
+            # Hermes finds the provider not available
+            "python": python, "pythonMissing": settings is not None and not (
+                isinstance(python, str) and os.path.isfile(python)),
             "interrupted": switch.look(home, _selected(cfg))}
 
 
