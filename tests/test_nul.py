@@ -35,7 +35,11 @@ def test_a_text_with_nul_is_refused_by_every_write(store: Path) -> None:
         tea = p.add({**UG, "text": "likes tea"}, ctx())["entry"]
         for call in (lambda: p.add({**UG, "text": "a\0"}, ctx()),
                      lambda: p.replace({**UG, "match": "tea", "text": "tea\0"}, ctx()),
-                     lambda: p.seed([{**UG, "text": "ok"}, {**UG, "text": "\0"}], ctx())):
+                     lambda: p.seed([{**UG, "text": "ok"}, {**UG, "text": "\0"}], ctx()),
+                     lambda: p.add({**UG, "text": "ok"}, ctx(agent="a\0b")),
+                     lambda: p.add({**UG, "text": "ok"}, ctx(cwd="/a\0b")),
+                     lambda: p.add({"track": "user", "scope": "workspace", "text": "ok",
+                                    "workspaceKey": "w\0", "agentKey": ""}, ctx())):
             with pytest.raises(errors.ProtocolError) as caught:
                 call()
             assert caught.value.code == errors.INVALID_INPUT
