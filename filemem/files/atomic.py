@@ -10,7 +10,8 @@
   renamed, so a journaling file system commits them in one go; nothing short is ever
   renamed into place and every temp file is removed on a failure.
 * :func:`open_nofollow` / :func:`read_nofollow` — open or read a file, never through a
-  symbolic link (O_NOFOLLOW; :class:`LinkRefused` if ``path`` is a link). Replacing a file
+  symbolic link (O_NOFOLLOW; :class:`LinkRefused` if ``path`` is a link); read_nofollow
+  reads only a regular file (:class:`NotAFile` for a FIFO, a socket, a device). Replacing a file
   (the functions above) renames over the name, so a link there is replaced, never written
   through; new files are created exclusively (O_EXCL does not follow a link either).
 * :class:`LockFile` — git's ``<path>.lock`` protocol (dulwich's GitFile): the lock file,
@@ -29,6 +30,7 @@ import contextlib
 import errno
 import itertools
 import os
+import stat
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Final
@@ -47,6 +49,24 @@ class LinkRefused(OSError):
         super().__init__(errno.ELOOP, "is a symbolic link", path)
 
 
+_KINDS: Final = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                 (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, in words (from its ``st_mode``)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+class NotAFile(OSError):
+    """Something other than a regular file (a FIFO, a socket, a device) where filemem reads
+    a file: reading a FIFO would wait forever for a writer, a device may never end."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"is {kind_of(mode)}, not a regular file", path)
+        self.kind = kind_of(mode)
+
+
 def open_nofollow(path: str, flags: int, mode: int = 0o600) -> int:
     """``os.open`` that refuses (:class:`LinkRefused`) a symbolic link at ``path`` rather than
     opening what it points to. Where O_NOFOLLOW does not exist (Windows), an lstat first."""
@@ -61,9 +81,16 @@ def open_nofollow(path: str, flags: int, mode: int = 0o600) -> int:
 
 
 def read_nofollow(path: str) -> bytes:
-    """A whole file's bytes, never through a symbolic link (:class:`LinkRefused`)."""
-    fd = open_nofollow(path, os.O_RDONLY)
+    """A whole regular file's bytes, never through a symbolic link (:class:`LinkRefused`).
+    Opened without blocking (a FIFO's open would wait for a writer), then :class:`NotAFile`
+    unless it is a regular file."""
+    fd = open_nofollow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # as reading it would say
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
+            raise NotAFile(path, mode)
         return f.read()
 
 

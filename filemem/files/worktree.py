@@ -8,7 +8,9 @@ touching a file whose content is neither the old nor the new version (a person's
 Nothing here reads, writes or deletes through a symbolic link: a file that is a link is
 refused (:class:`~filemem.files.atomic.LinkRefused`) where it would be read, replaced (the
 link itself, by rename) where it is written, and unlinked itself where it is deleted; a
-folder on the way that is a link refuses all three. The journal is the owner's local state,
+folder on the way that is a link refuses all three. Nor is anything but a regular file read:
+a FIFO, a socket or a device is refused (:class:`~filemem.files.atomic.NotAFile`) without
+being opened (a FIFO's open waits for a writer). The journal is the owner's local state,
 not a trusted source: repair acts only on paths that name a store file
 (:func:`~filemem.files.layout.is_store_path`), and the caller checks its blobs against git.
 """
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from filemem.files import atomic, nolinks
-from filemem.files.atomic import LinkRefused
+from filemem.files.atomic import LinkRefused, NotAFile
 from filemem.files.gitindex import hash_blob
 from filemem.files.layout import is_store_path, leaves_folder
 
@@ -43,12 +45,46 @@ def _refuse_linked_folder(root: str, path: str, checked: set[str] | None = None)
 
 def read(root: str, path: str) -> bytes | None:
     """A working-tree file's bytes, None if there is none; LinkRefused if it (or a folder
-    on the way) is a symbolic link: what a link points to is never read."""
+    on the way) is a symbolic link: what a link points to is never read; NotAFile if it is
+    a FIFO, a socket or a device, which is not opened (a device's open may act)."""
     _refuse_linked_folder(root, path)
+    full = full_path(root, path)
     try:
-        return atomic.read_nofollow(full_path(root, path))
+        mode = os.lstat(full).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) \
+                or stat.S_ISSOCK(mode):
+            raise NotAFile(full, mode)
+        return atomic.read_nofollow(full)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+
+
+# what keeps a working-tree file from being read as a store file (see Unreadable)
+REFUSED: Final = (LinkRefused, NotAFile, PermissionError)
+
+
+class Unreadable(NamedTuple):
+    """Why a working-tree path cannot be read as a store file. ``what``: ``folder link`` (a
+    folder on the way, ``file``, is a symbolic link), ``link`` (the path itself is one),
+    ``not a file`` (a FIFO, a socket or a device: ``kind``) or ``no permission``."""
+
+    what: str
+    file: str  # the full path of what is in the way
+    kind: str = ""
+
+
+def read_checked(root: str, path: str) -> tuple[bytes | None, Unreadable | None]:
+    """:func:`read`, with what keeps the file from being read as an answer, not an error:
+    (its bytes or None if there is none, None) or (None, why it cannot be read)."""
+    try:
+        return read(root, path), None
+    except LinkRefused as exc:
+        link = str(exc.filename)
+        return None, Unreadable("link" if link == full_path(root, path) else "folder link", link)
+    except NotAFile as exc:
+        return None, Unreadable("not a file", str(exc.filename), exc.kind)
+    except PermissionError as exc:
+        return None, Unreadable("no permission", str(exc.filename or full_path(root, path)))
 
 
 def _inside(path: str) -> str:
@@ -57,17 +93,6 @@ def _inside(path: str) -> str:
     if any(leaves_folder(part) for part in path.split("/")):
         raise ValueError(f"refusing to write {path!r}: it points out of the store or into .git")
     return path
-
-
-def link_problem(root: str, path: str) -> str | None:
-    """Why ``path`` cannot be read as a store file (it or a folder on the way is a link)."""
-    try:
-        read(root, path)
-    except LinkRefused as exc:
-        return f"{exc.filename} is a symbolic link; filemem does not read through links"
-    except OSError:
-        return None
-    return None
 
 
 def guard(root: str, path: str, checked: set[str] | None = None) -> None:
@@ -165,19 +190,24 @@ def linked_folder(root: str, path: str, checked: set[str] | None = None) -> str 
 def is_clean(root: str, path: str, head_blob: str | None, index: object | None) -> bool:
     """Whether the working-tree file at ``path`` is exactly HEAD's version (or absent at
     both). Uses the index's stat record like git does, hashing only when that is unsure.
-    A symbolic link in place of the file is a change a person made (git: typechange)."""
+    A symbolic link in place of the file is a change a person made (git: typechange), and
+    so is a FIFO, a socket or a device (never opened); a file filemem cannot read (a link
+    on the way, no permission) is not HEAD's version as far as filemem can tell."""
     target = full_path(root, path)
     try:
         st = os.lstat(target)
     except (FileNotFoundError, NotADirectoryError):
         return head_blob is None
-    if head_blob is None or stat.S_ISLNK(st.st_mode):
+    if head_blob is None or not stat.S_ISREG(st.st_mode):
         return False
     stat_matches = getattr(index, "stat_matches", None)
     sha_of = getattr(index, "sha", None)
     if stat_matches and sha_of and sha_of(path) == head_blob and stat_matches(path, st):
         return True
-    data = read(root, path)
+    try:
+        data = read(root, path)
+    except REFUSED:
+        return False
     return data is not None and hash_blob(data) == head_blob
 
 
@@ -271,8 +301,8 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
         atomic.remove_temps(full_path(root, path), suffix=TMP_SUFFIX)
         try:
             data = read(root, path)
-        except LinkRefused:
-            continue  # a link a person put there: theirs, never followed nor replaced
+        except REFUSED:
+            continue  # a link, a FIFO, an unreadable file a person put there: theirs
         current = hash_blob(data) if data is not None else None
         want = head_blob.get(path)
         if current == want:

@@ -216,8 +216,9 @@ class Owner:
             git.blob_at(state.tree, change.path)
         before = git.read_blob(head_blob).decode("utf-8", "replace") if head_blob else ""
         root = self._store.root  # a link: what it points to is never read
-        after = None if worktree.link_problem(root, change.path) else \
-            worktree.read(root, change.path)
+        after, odd = worktree.read_checked(root, change.path)
+        if odd is not None:  # no diff to show: the change's problem says what is there
+            return ""
         after_text = after.decode("utf-8", "replace") if after is not None else ""
         import difflib
         lines = difflib.unified_diff(

@@ -48,7 +48,7 @@ from filemem.store.auditlog import row
 from filemem.store.core import Store
 from filemem.store.names import CONFIG_FILE, private_files
 from filemem.store.state import State
-from filemem.store.transaction import Transaction
+from filemem.store.transaction import Transaction, unreadable
 from filemem.types import AuditRow
 
 HAND_SOURCE: Final = "hand-edit"  # the source of an entry a person wrote from scratch
@@ -163,7 +163,8 @@ def _mark_git_work(store: Store, index: GitIndex, changes: list[Change]) -> None
 
 
 def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
-    """Files under the track folders of the working tree that are not in ``tracked``, except
+    """Files under the track folders of the working tree that are not in ``tracked`` (a
+    symbolic link to a folder too, as git lists it, never walked through), except
     temp files, editors' files (:data:`~filemem.files.layout.EDITOR_FILES`) and what git
     ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file). As in git, an
     ignore pattern says nothing of a tracked file, so only the others are matched against
@@ -173,10 +174,14 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
     candidates: list[str] = []
     for top in TRACKS:
         base = os.path.join(root, top)
+        if os.path.islink(base):  # os.walk would walk through it
+            candidates.append(top)
+            continue
         for folder, dirs, files in os.walk(base):
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+            dirs[:] = [d for d in dirs if d not in links]  # never walked through: listed
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
-            for name in files:
+            for name in files + links:
                 path = f"{rel}/{name}"
                 if path not in tracked and not name.endswith(worktree.TMP_SUFFIX) \
                         and not is_editor_file(path):
@@ -278,15 +283,20 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     changes: list[Change] = []
     now = now_ms()
     by_path = {p: state.entries[i] for i, p in state.paths.items()}
+    folders: set[str] = set()  # found to be real folders (is_clean would look through links)
     for path in sorted(head_files):
+        before = by_path.get(path)
+        link = worktree.linked_folder(store.root, path, folders)
+        if link is not None:  # what a link points to is never read, let alone committed
+            changes.append(Change(path, "edited", before, problem=unreadable(
+                worktree.Unreadable("folder link", link), path)))
+            continue
         if worktree.is_clean(store.root, path, state.blobs.get(path), index):
             continue
-        before = by_path.get(path)
-        link = worktree.link_problem(store.root, path)
-        if link is not None:  # what a link points to is never read, let alone committed
-            changes.append(Change(path, "edited", before, problem=link))
+        data, odd = worktree.read_checked(store.root, path)
+        if odd is not None:  # a link, a FIFO, a device, an unreadable file: never read
+            changes.append(Change(path, "edited", before, problem=unreadable(odd, path)))
             continue
-        data = worktree.read(store.root, path)
         if data is None:
             changes.append(Change(path, "deleted", before=before))
             continue
@@ -298,11 +308,11 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
              if c.kind == "deleted" and c.before is not None}
     seen_ids = {e.id for e in state.entries.values()} - moved.keys()
     for path in sorted(_untracked_files(store, head_files)):
-        link = worktree.link_problem(store.root, path)
-        if link is not None:
-            changes.append(Change(path, "added", problem=link))
+        data, odd = worktree.read_checked(store.root, path)
+        if odd is not None:
+            if not any(p.startswith(f"{path}/") for p in head_files):  # else: said for each
+                changes.append(Change(path, "added", problem=unreadable(odd, path)))
             continue
-        data = worktree.read(store.root, path)
         if data is None:
             continue
         if not path.endswith(".md"):
@@ -321,11 +331,11 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
         head_blob = store.git.blob_at(state.tree, path)
         if worktree.is_clean(store.root, path, head_blob, index):
             continue
-        link = worktree.link_problem(store.root, path)
-        if link is not None:
-            changes.append(Change(path, "edited" if head_blob else "added", problem=link))
+        data, odd = worktree.read_checked(store.root, path)
+        if odd is not None:
+            changes.append(Change(path, "edited" if head_blob else "added",
+                                  problem=unreadable(odd, path)))
             continue
-        data = worktree.read(store.root, path)
         kind = "deleted" if data is None else ("edited" if head_blob else "added")
         problem = None
         if path == CONFIG_FILE:
@@ -547,6 +557,7 @@ def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
     store.refuse_unfinished_git()
     with store.locked(), private_files():
         changes = select(status(store), store.root, paths)
+        store.check_writable([c.path for c in changes])  # a folder link: STORE_CORRUPT
         state = store.state()
         index = store.index()
         heads = {c.path: state.blobs.get(c.path) if c.is_entry else

@@ -259,7 +259,7 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
     at_head = {path: sha for path, _mode, sha in git.walk(base_tree) if sha in rw.blobs}
     dirty = store.dirty_paths_at(list(at_head), at_head)
     if dirty:  # before anything is written
-        raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        raise hand_edited(store.root, dirty[0])
     # the write-ahead log holds recent writes' objects (texts included) until a
     # checkpoint: make them durable and empty it, so no copy survives there
     store.wal.checkpoint(git)

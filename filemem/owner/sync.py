@@ -411,7 +411,7 @@ def _merge(txn: Transaction, remote: Remote, base: str | None, theirs: str,
                   for p in plan.changes}
     dirty = store.dirty_paths_at(list(plan.changes), head_blobs)  # new paths included
     if dirty:
-        raise hand_edited(worktree.full_path(store.root, dirty[0]))
+        raise hand_edited(store.root, dirty[0])
     commits, local_commits = _count(git, theirs, st.head), _count(git, st.head, theirs)
     counts = _entry_counts([(p, head_blobs[p], None if d is None else "new")
                             for p, d in plan.changes.items()])

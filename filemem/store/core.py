@@ -536,7 +536,7 @@ class Store:
         if dirty:
             from filemem.store.transaction import hand_edited
 
-            raise hand_edited(worktree.full_path(self.root, dirty[0]))
+            raise hand_edited(self.root, dirty[0])
 
     def dirty_paths(self, state: State, paths: list[str]) -> list[str]:
         """Which of ``paths`` have uncommitted changes in the working tree (hand edits)."""

@@ -10,7 +10,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from filemem.files import atomic, packwrite, wal, worktree
-from filemem.files.atomic import LinkRefused
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
 from filemem.files.worktree import JournalRecord
@@ -140,8 +139,8 @@ def _recover_from(store: Store, record: JournalRecord, written: str) -> list[str
                 continue
             try:
                 content = worktree.read(store.root, path)
-            except LinkRefused:
-                content = None  # a person's link: not HEAD's file
+            except worktree.REFUSED:
+                content = None  # a person's link, FIFO, unreadable file: not HEAD's file
             clean = content is not None and content == data[sha]
             index.set(path, sha, os.stat(worktree.full_path(store.root, path))
                       if clean else None)

@@ -12,6 +12,7 @@ from HEAD by the next transaction or open; after a restart the log is replayed f
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -89,7 +90,7 @@ class Transaction:
         dirty = store.dirty_paths_at([p for p, sha in head_blobs.items()
                                       if sha is not None and p not in allow_dirty], head_blobs)
         if dirty:
-            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+            raise hand_edited(store.root, dirty[0])
         ts = now_ms()
         for r in rows:
             r["ts"] = ts
@@ -196,7 +197,7 @@ class Transaction:
         # paths new to HEAD included: a file a person put where one is coming is theirs
         dirty = store.dirty_paths_at(list(head_blobs), head_blobs)
         if dirty:
-            raise hand_edited(worktree.full_path(store.root, dirty[0]))
+            raise hand_edited(store.root, dirty[0])
         changes = {path: git.read_blob(new) if new else None for path, _old, new in diff}
         blobs = {path: new for path, _old, new in diff if new}
         room.check(store, changes, None)
@@ -329,10 +330,36 @@ def _run(calls: list[Callable[[], None]]) -> None:
         calls.pop(0)()
 
 
-def hand_edited(path: str) -> errors.ProtocolError:
+def unreadable(odd: worktree.Unreadable, path: str) -> str:
+    """What keeps the working-tree file at ``path`` from being read, and the way out: the
+    one wording for `filemem status` and a write that meets it."""
+    if odd.what == "folder link":
+        return (f"the folder {odd.file} is a symbolic link, which filemem never follows: put "
+                "the real folder back in its place (remove the link, then move the folder it "
+                "points to there)")
+    if odd.what == "no permission":
+        return (f"{odd.file} cannot be read (permission denied): restore its permissions "
+                f"(`chmod 600 {shlex.quote(odd.file)}`)")
+    what = "a symbolic link, which filemem never follows" if odd.what == "link" else \
+        f"{odd.kind}, not a regular file, which filemem never opens"
+    return (f"{odd.file} is {what}: `filemem discard {shlex.quote(path)}` removes it (and "
+            "puts back the committed file, if there is one)")
+
+
+def hand_edited(root: str, path: str) -> errors.ProtocolError:
+    """WRITE_DENIED for the file at ``path`` that differs from HEAD: a person's edit, or
+    something filemem cannot read (then what it is and the way out)."""
+    full = worktree.full_path(root, path)
+    _data, odd = worktree.read_checked(root, path)
+    if odd is not None:
+        return errors.write_denied(
+            "hand-edit-pending",
+            f"{unreadable(odd, path)}; until then filemem cannot tell whether it holds "
+            "changes made outside filemem, so it changes nothing there",
+            path=full)
     return errors.write_denied(
         "hand-edit-pending",
-        f"{path} has uncommitted changes made outside filemem; run `filemem status`, then "
+        f"{full} has uncommitted changes made outside filemem; run `filemem status`, then "
         "adopt or discard them before this entry can be changed",
-        path=path,
+        path=full,
     )
