@@ -216,9 +216,9 @@ HINTS: Final = {
                             "track/scope.",
     errors.INVALID_INPUT: "Fix the arguments as the message says and retry.",
     errors.STORE_CORRUPT: "The memory store needs a repair only the user can make: give them "
-                          "this message as it is (it names the file, the commit that brought "
-                          "it and the command that undoes it). Memory tools fail until it is "
-                          "mended; do not retry, and do not edit the store's files yourself.",
+                          "this message as it is (it names what is wrong and the command that "
+                          "mends it). Memory tools fail until it is mended; do not retry, and "
+                          "do not edit the store's files or run git in it yourself.",
     errors.STORE_UNSUPPORTED_VERSION: "This filemem is older than the store; tell the user.",
     errors.NO_STORE: "The memory store cannot be opened; tell the user. Do not retry.",
     errors.STORE_EXISTS: "The memory store cannot be opened; tell the user. Do not retry.",

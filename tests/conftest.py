@@ -102,6 +102,23 @@ def open_files() -> dict[str, str]:
     return out
 
 
+def no_root_powers() -> Callable[[], None] | None:
+    """For a child process (``preexec_fn``): without root's power to read and write any file
+    (its bounding set of capabilities loses DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER, as
+    ``capsh --drop`` does), so file modes apply to it; None when not root."""
+    if os.geteuid() != 0:
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def drop() -> None:
+        for cap in (1, 2, 3):
+            if prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    return drop
+
+
 def run_cli(*args: str, store: str | os.PathLike[str] | None = None, input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `filemem` command in a subprocess."""

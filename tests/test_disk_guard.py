@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from filemem import errors
 from filemem.cli.common import EXIT_READ_ONLY
 from filemem.files import gitindex, packwrite
 from filemem.store import transaction
-from tests.conftest import assert_clean_repo, ctx, git, run_cli, write_in_flight
+from tests.conftest import assert_clean_repo, ctx, git, no_root_powers, write_in_flight
 
 UG = {"track": "agent", "scope": "user-global"}
 REAL_STATVFS = os.statvfs
@@ -69,17 +68,10 @@ def test_a_write_the_disk_has_no_room_for_is_store_full_before_its_commit(
 
 def _unprivileged(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
     """`filemem ARGS` as a user a folder's mode applies to: root runs it without its
-    override of file modes (capsh), anyone else as they are."""
-    if os.geteuid() != 0:
-        return run_cli(*args, store=store)
-    capsh = shutil.which("capsh")
-    if capsh is None:
-        pytest.skip("as root, a folder's mode applies only without CAP_DAC_OVERRIDE (capsh)")
-    cmd = subprocess.list2cmdline([sys.executable, "-m", "filemem.cli", *args,
-                                   "--store", str(store)])
-    return subprocess.run([capsh, "--drop=cap_dac_override,cap_dac_read_search,cap_fowner",
-                           "--", "-c", cmd], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+    override of file modes (tests/conftest.py's no_root_powers), anyone else as they are."""
+    return subprocess.run([sys.executable, "-m", "filemem.cli", *args, "--store", str(store)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          preexec_fn=no_root_powers())
 
 
 def _chmod_tree(top: Path, writable: bool) -> None:

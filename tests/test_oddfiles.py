@@ -6,7 +6,6 @@ reads keep working."""
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import io
 import json
@@ -23,7 +22,7 @@ import pytest
 import filemem
 from filemem.bridge import PROTOCOL_ERROR, Bridge
 from filemem.files import atomic
-from tests.conftest import ctx, file_of, git
+from tests.conftest import ctx, file_of, git, no_root_powers
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="FIFOs, sockets, modes: POSIX")
 
@@ -111,25 +110,11 @@ def test_a_fifo_or_socket_is_listed_never_opened_and_refused(
     assert git(store, "status", "--porcelain") == ""
 
 
-def _no_root_powers() -> Callable[[], None] | None:
-    """For a child process: without root's power to read any file (its bounding set of
-    capabilities loses DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER), as ``capsh --drop``."""
-    if os.geteuid() != 0:
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def drop() -> None:
-        for cap in (1, 2, 3):
-            if prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-    return drop
-
-
 def test_an_unreadable_entry_file_names_the_file_and_the_fix(store: Path) -> None:
     entry = only_entry(store)
     entry.write_bytes(entry.read_bytes().replace(b"committed text", b"edited by hand"))
     entry.chmod(0o000)
-    preexec = _no_root_powers()
+    preexec = no_root_powers()
     try:
         probe = subprocess.run([sys.executable, "-c", f"open({str(entry)!r}).close()"],
                                preexec_fn=preexec, capture_output=True, text=True)
