@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from filemem.jsstr import js_json
@@ -193,6 +194,17 @@ def budget_exceeded(track: str, scope: str, used: int, limit: int, needed: int) 
         f"{needed} chars; consolidate or remove entries, then retry",
         {"track": track, "scope": scope, "used": used, "limit": limit, "needed": needed},
     )
+
+
+def grows_past_budget(details: Mapping[str, Any]) -> int | None:
+    """For BUDGET_EXCEEDED's ``details``: how many chars the write itself adds, when that
+    alone is more than the whole budget (removing or consolidating other entries cannot make
+    room: only a shorter text or a larger budget can); None otherwise."""
+    used, limit, needed = details.get("used"), details.get("limit"), details.get("needed")
+    if not (isinstance(used, int) and isinstance(limit, int) and isinstance(needed, int)):
+        return None
+    grows = needed - used
+    return grows if grows > limit else None
 
 
 def searched(scope: str, workspace_key: str | None, agent_key: str) -> str:

@@ -262,6 +262,10 @@ def hint(code: str, details: Mapping[str, Any]) -> str | None:
             return refused_by_policy(details.get("policyKey"))
         return DENIED_HINTS.get(str(details.get("outcome")),
                                 "The write was not approved; nothing was written.")
+    if code == errors.BUDGET_EXCEEDED and errors.grows_past_budget(details) is not None:
+        return ("This text alone is longer than the whole budget of its track/scope: removing "
+                "or consolidating entries cannot make room. Write a shorter text; if the user "
+                "wants it whole, tell them: they can raise that budget in filemem.yaml.")
     return HINTS.get(code)
 
 

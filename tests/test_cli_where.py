@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_clean_repo, git, run_cli
+from filemem import toolspec
+from tests.conftest import assert_clean_repo, file_of, git, run_cli
 
 
 def ok(*args: str, store: Path) -> str:
@@ -160,3 +161,29 @@ def test_an_ambiguous_match_names_the_workspace_searched(store: Path, tmp_path: 
     assert out.stderr.startswith(
         f'filemem: AMBIGUOUS_MATCH: match "Debian" is ambiguous in user/workspace (searched the '
         f'shared layer of workspace "{here}"): 2 entries contain it')
+
+
+def test_advice_that_cannot_lead_out_is_followed_by_a_way_that_does(store: Path) -> None:
+    """BUDGET_EXCEEDED's protocol advice (remove entries) cannot help a text larger than the
+    whole budget; AMBIGUOUS_MATCH's (a longer MATCH) cannot pick an entry whose whole text is
+    inside another's. The CLI names the way out that works, and following it works."""
+    big = "y" * 4001
+    out = run_cli("add", "--yes", "--track", "agent", "--scope", "user-global", big,
+                  store=store)
+    assert out.returncode == 1
+    assert ("this write alone adds 4001 chars, more than the whole agent/user-global budget "
+            "of 4000" in out.stderr and "budgets.agent.userGlobal" in out.stderr)
+    assert toolspec.hint("BUDGET_EXCEEDED", json.loads(run_cli(
+        "add", "--yes", "--json", "--track", "agent", "--scope", "user-global", big,
+        store=store).stdout)["error"]["details"]).startswith("This text alone is longer")
+    assert toolspec.hint("BUDGET_EXCEEDED", {"used": 3990, "limit": 4000, "needed": 4010}) \
+        == toolspec.HINTS["BUDGET_EXCEEDED"]  # room can be made: the usual advice
+    short = as_json("add", "--yes", "--scope", "user-global", "Prefers tea", store=store)
+    ok("add", "--yes", "--scope", "user-global", "Prefers tea strongly", store=store)
+    out = run_cli("remove", "--yes", "--scope", "user-global", "Prefers tea", store=store)
+    assert out.returncode == 1 and "AMBIGUOUS_MATCH" in out.stderr
+    assert "no MATCH picks it alone: delete its file" in out.stderr
+    file_of(store, short["entry"]["id"]).unlink()  # as told
+    ok("adopt", "--yes", store=store)
+    assert [e["text"] for e in as_json("list", store=store)] == ["Prefers tea strongly"]
+    assert_clean_repo(store)

@@ -106,9 +106,31 @@ def fail(exc: errors.FilememError, as_json: bool) -> NoReturn:
         if exc.details.get("outcome") == "unavailable":
             click.echo("filemem: no terminal to ask for approval: run the command in a "
                        "terminal, or pass --yes to approve it yourself", err=True)
-        for line in retry_hints(exc):
+        for line in retry_hints(exc) + way_out(exc):
             click.echo(line, err=True)
     sys.exit(EXIT_CODES.get(exc.code, EXIT_PROTOCOL))
+
+
+def way_out(exc: errors.FilememError) -> list[str]:
+    """Where the protocol's own advice (its message, the reference's words) cannot lead out
+    for the owner: a text larger than its whole budget; a MATCH that is another entry's whole
+    text, inside a longer one's (no MATCH then picks it alone)."""
+    d = exc.details
+    if exc.code == errors.BUDGET_EXCEEDED:
+        grows = errors.grows_past_budget(d)
+        if grows is not None:
+            from filemem.config import budget_key
+
+            return [f"filemem: this write alone adds {grows} chars, more than the whole "
+                    f"{d['track']}/{d['scope']} budget of {d['limit']}: removing entries "
+                    "cannot make room; shorten the text, or raise "
+                    f"{budget_key(str(d['track']), str(d['scope']))} in filemem.yaml and "
+                    "`filemem adopt filemem.yaml`"]
+    if exc.code == errors.AMBIGUOUS_MATCH and d.get("match") in (d.get("sample") or ()):
+        return ["filemem: that is one entry's whole text, and other entries contain it too, "
+                "so no MATCH picks it alone: delete its file (`filemem list --json` shows its "
+                "id; the file is <id>.md under `filemem path`) and `filemem adopt` that"]
+    return []
 
 
 def retry_hints(exc: errors.FilememError) -> list[str]:
