@@ -148,10 +148,11 @@ class HermesMemoryMd:
                 raise payload_error(
                     ID, f"{kind} would be {size:,} characters "
                     f"({counted(len(items), 'entry', 'entries')} joined by "
-                    f"\"\\n\u00a7\\n\"), over Hermes' {limit:,}-character budget by "
-                    f"{size - limit:,}: remove or consolidate {TRACK_OF[kind]}-track entries "
-                    f"(or raise {CONFIG_KEY[kind]} in Hermes' config.yaml), then export again; "
-                    "nothing was cut", file=kind, size=size, limit=limit)
+                    f"\"\\n\u00a7\\n\"), over Hermes' default {limit:,}-character budget "
+                    f"by {size - limit:,} (the one checked here, whatever {CONFIG_KEY[kind]} "
+                    f"says in Hermes' config.yaml): remove or consolidate "
+                    f"{TRACK_OF[kind]}-track entries, then export again; nothing was cut",
+                    file=kind, size=size, limit=limit)
             if split_entries(content) != items:  # the line rule above makes this unreachable
                 raise payload_error(ID, f"{kind} would not read back as the same entries; "
                                     "nothing was exported", file=kind)

@@ -98,9 +98,9 @@ def test_hermes_at_budget_and_one_over() -> None:
         assert err.message == (
             f'adapter "hermes-memory-md": {name} would be {limit + 1:,} characters '
             f"({sum(e['track'] == track for e in grown)} entries joined by \"\\n\u00a7\\n\"), "
-            f"over Hermes' {limit:,}-character budget by 1: remove or consolidate "
-            f"{track}-track entries (or raise {key} in Hermes' config.yaml), then export "
-            "again; nothing was cut")
+            f"over Hermes' default {limit:,}-character budget by 1 (the one checked here, "
+            f"whatever {key} says in Hermes' config.yaml): remove or consolidate "
+            f"{track}-track entries, then export again; nothing was cut")
         assert err.details == {"adapterId": HERMES, "file": name, "size": limit + 1,
                                "limit": limit}
 
