@@ -142,7 +142,8 @@ def remove(match: str, track: str, scope: str, workspace: str | None, agent: str
 @click.argument("matches", nargs=-1, required=True)
 @click.option("--into", "text", required=True, help="The text of the new entry.")
 @layer_options
-@click.option("--tag", "tags", multiple=True)
+@click.option("--tag", "tags", multiple=True,
+              help="A tag of the new entry (repeatable; <= 16 tags of <= 32 chars).")
 @write_options
 def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tags: tuple[str, ...],
                 workspace: str | None, agent: str | None, session_id: str | None, yes: bool,
@@ -159,9 +160,10 @@ def consolidate(matches: tuple[str, ...], text: str, track: str, scope: str, tag
 
 @main.command()
 @click.argument("text", nargs=-1)
-@click.option("--track", type=TRACKS)
-@click.option("--scope", type=SCOPES)
-@click.option("--limit", type=int, help="Page size (default from filemem.yaml; at most 1000).")
+@click.option("--track", type=TRACKS, help="Only entries of this track.")
+@click.option("--scope", type=SCOPES, help="Only entries of this scope.")
+@click.option("--limit", type=int, help="Page size (default from filemem.yaml; more than 1000 "
+                                         "is taken as 1000, as the protocol says).")
 @session_options
 @store_option
 @json_option
@@ -206,8 +208,8 @@ def query(text: tuple[str, ...], track: str | None, scope: str | None, limit: in
 
 
 @main.command(name="list")
-@click.option("--track", type=TRACKS)
-@click.option("--scope", type=SCOPES)
+@click.option("--track", type=TRACKS, help="Only entries of this track.")
+@click.option("--scope", type=SCOPES, help="Only entries of this scope.")
 @store_option
 @json_option
 @command
@@ -243,7 +245,8 @@ def budgets(store_path: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="The newest this many audit rows.")
 @store_option
 @json_option
 @command
@@ -277,7 +280,8 @@ def audit(limit: int, store_path: str | None, as_json: bool) -> None:
 @command
 def export(out: str | None, adapter_id: str | None, track: str | None, scope: str | None,
            force: bool, store_path: str | None) -> None:
-    """Print every entry as a memory-export-v1 envelope (JSON). Read-only.
+    """Print every entry as a memory-export-v1 envelope (JSON). It changes no memory;
+    --out writes the envelope (or the adapter's files) there instead of printing it.
 
     With --adapter ID, write the entries in that tool's format instead, e.g.
     `filemem export --adapter hermes-memory-md --out ~/.hermes/memories` (directory

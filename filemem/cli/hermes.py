@@ -22,8 +22,8 @@ def _shown(path: str) -> str:
 
 
 def _home_help() -> str:
-    return ("Hermes' home is $HERMES_HOME, else ~/.hermes; set HERMES_HOME to connect "
-            "another one (a profile's folder, ~/.hermes/profiles/NAME).")
+    return ("Hermes' home is $HERMES_HOME, else ~/.hermes; set HERMES_HOME for another "
+            "one (a profile's folder, ~/.hermes/profiles/NAME).")
 
 
 def _recovered(changes: list[Any]) -> list[Any]:
