@@ -332,10 +332,15 @@ def test_unusable_remotes_are_refused_clearly(tmp_path: Path, machines: Machines
         fsync.sync(store, "other")
     assert err.value.code == "REMOTE_NOT_A_STORE"
     add(m.a, "ahead")
-    fremotes.add_remote(store, "working", str(m.b_path))  # a store with main checked out
+    with pytest.raises(fsync.SyncError) as err:  # a store with main checked out
+        fremotes.add_remote(store, "working", str(m.b_path))
+    assert err.value.code == "BAD_REMOTE" and "bare" in err.value.message
+    git(m.a_path, "remote", "add", "working", str(m.b_path))  # added by git itself
+    before = head(m.a_path)
     with pytest.raises(fsync.SyncError) as err:
         fsync.sync(store, "working")
     assert err.value.code == "BAD_REMOTE" and "bare" in err.value.message
+    assert head(m.a_path) == before
     assert fremotes.pick_remote(store.git, None).name == "origin"  # several: origin is the default
 
 

@@ -50,8 +50,9 @@ def remote() -> None:
     """The git remotes that `filemem sync` uses.
 
     They live in the store's .git/config like any git remote, so `git remote -v` in the
-    store shows them too. A remote is best a bare repository: `git init --bare -b main
-    /mnt/usb/memory.git`, or one on a server reached as ssh://host/path or host:path.
+    store shows them too. A remote is a bare repository: `git init --bare -b main
+    /mnt/usb/memory.git`, or one on a server reached as ssh://host/path or host:path
+    (another store's folder, with main checked out, is refused).
     """
 
 

@@ -3,8 +3,9 @@
 A store's remotes are git's own ``[remote "NAME"]`` sections in its ``.git/config``. The
 transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch only adds
 objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
-``main``. A remote reached as a local path is checked first (never a working store) and a
-ref lock or temporary pack that a killed push left there is cleared.
+``main``. A remote reached as a local path is never a working store (checked when it is
+added and before a sync fetches: :func:`refuse_working_store`), and a ref lock or
+temporary pack that a killed push left there is cleared.
 
 git's own commands work beside filemem's (:func:`ensure_tracking`): the branch's upstream
 (``branch.main.remote`` / ``merge``) is the remote ``filemem sync`` uses by default, and
@@ -83,6 +84,7 @@ def add_remote(store: Store, name: str, url: str) -> Remote:
         raise SyncError("BAD_REMOTE", f"{name!r} is not a usable remote name: use letters, "
                                       "digits, '.', '_' and '-' (like `origin`)")
     remote = Remote(name, normalize_url(url))
+    refuse_working_store(store.git, remote, adding=True)  # a path not there yet is fine
     with store.locked(), private_files():  # .git/config stays the owner's only
         existing = {r.name: r for r in remotes(store.git)}
         if name in existing:
@@ -306,7 +308,7 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
 
     client, path = _client(git, remote.url)
     local = _local_path(client, path)
-    target = _check_local_target(local, remote) if local is not None else None
+    target = _check_local_target(git, local, remote) if local is not None else None
     before = pack_names(target) if target is not None else set()
     repo = git.repo
     moved: list[Any] = []
@@ -364,29 +366,55 @@ def _remote_head(client: Any, path: str, remote: Remote) -> str | None:
     return sha.decode() if sha else None
 
 
-def _check_local_target(path: str, remote: Remote) -> str:
-    """Refuse to push into a working store (its files would not follow its branch), and
-    clear a ref lock that a killed push left on a local remote. Returns its git folder."""
+def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False) -> None:
+    """The one rule: a remote reached as a local path is never a working store with
+    ``main`` checked out (a push there would leave its files behind its branch). Checked
+    when the remote is added and before a sync fetches anything, so a refusal means nothing
+    was added, fetched, merged or pushed. A local path with no repository is
+    REMOTE_UNREACHABLE for a sync; ``adding``: allowed (a disk not mounted yet)."""
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
+    local = _local_path(*_client(git, remote.url))
+    if local is None:
+        return
     try:
-        with contextlib.closing(Repo(path)) as target:
+        with contextlib.closing(Repo(local)) as target:
             bare = target.bare
-            git_dir = target.controldir()
             symrefs: dict[Any, Any] = target.refs.get_symrefs()
             head = symrefs.get(b"HEAD")
     except NotGitRepository as exc:
+        if adding:
+            return
         raise SyncError("REMOTE_UNREACHABLE", f"{remote.url} is not a git repository; make "
                         f"one with `git init --bare -b main {remote.url}`") from exc
-    if not bare and head == BRANCH_REF:
-        raise SyncError("BAD_REMOTE", f"{remote.url} is a working store with {BRANCH} checked "
-                        "out: pushing there would leave its files behind its branch. Use a "
-                        "bare repository as the remote (`git init --bare -b main PATH`) and "
-                        "sync both machines with it")
+    if bare or head != BRANCH_REF:
+        return
+    bare_one = "`git init --bare -b main PATH`"
+    if adding:
+        then = (f"nothing was added. Make a bare repository ({bare_one}), add that "
+                f"(`filemem remote add {remote.name} PATH`) and sync both stores with it")
+    else:
+        then = (f"nothing was fetched, merged or pushed. Use a bare repository instead "
+                f"({bare_one}): here `filemem remote remove {remote.name}`, `filemem remote "
+                f"add {remote.name} PATH` and `filemem sync {remote.name}`, and in the store "
+                f"at {remote.url} `filemem remote add origin PATH` and `filemem sync`")
+    raise SyncError("BAD_REMOTE", f"{remote.url} is a working store with {BRANCH} checked out: "
+                    f"pushing there would leave its files behind its branch, so `filemem sync` "
+                    f"never does; {then}")
+
+
+def _check_local_target(git: GitRepo, path: str, remote: Remote) -> str:
+    """Before a push to a local remote: :func:`refuse_working_store`, and clear a ref lock
+    that a killed push left there. Returns its git folder."""
+    from dulwich.repo import Repo
+
+    refuse_working_store(git, remote)
+    with contextlib.closing(Repo(path)) as target:
+        git_dir = str(target.controldir())
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
-    _clear_temp_packs(str(git_dir), older_than=STALE_TEMP_PACK)
-    return str(git_dir)
+    _clear_temp_packs(git_dir, older_than=STALE_TEMP_PACK)
+    return git_dir
 
 
 def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
@@ -502,6 +530,6 @@ def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
 
 __all__ = [
     "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "ensure_tracking",
-    "fetch", "normalize_url", "pick_remote", "push", "remotes", "remove_remote", "tracking_ref",
-    "upstream", "write_remote",
+    "fetch", "normalize_url", "pick_remote", "push", "refuse_working_store",
+    "remotes", "remove_remote", "tracking_ref", "upstream", "write_remote",
 ]

@@ -74,6 +74,7 @@ from filemem.owner.remotes import (
     normalize_url,
     pick_remote,
     push,
+    refuse_working_store,
     tracking_ref,
     write_remote,
 )
@@ -152,6 +153,7 @@ def sync(store: Store, name: str | None = None, *, progress: Progress | None = N
         raise errors.invalid_input(f"keep_config must be 'local' or 'remote', not "
                                    f"{keep_config!r}")
     remote = pick_remote(store.git, name)
+    refuse_working_store(store.git, remote)  # before anything is fetched, merged or pushed
     store.refuse_unfinished_git()  # a `git pull` that stopped on a conflict, a rebase, ...
     with _sync_lock(store), private_files():  # fetched packs and refs, merge files
         with store.locked():  # no filemem write is packing objects meanwhile
