@@ -7,6 +7,7 @@ Real stores, real git, the real `filemem` CLI.
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 from tests.conftest import git, run_cli
@@ -66,3 +67,49 @@ def test_a_working_store_as_remote_is_refused_before_anything_happens(tmp_path: 
     cli("sync", "nb", store=a)
     assert entries(a) == entries(b) == ["a fact", *(f"b fact {i}" for i in range(4))]
     assert head(a) == head(b)
+
+
+def test_clone_of_a_wrong_url_says_to_check_it(tmp_path: Path) -> None:
+    target = tmp_path / "desk"
+    out = cli("clone", str(tmp_path / "typo.git"), str(target), store=target, code=1)
+    assert "REMOTE_UNREACHABLE" in out and "Check the URL" in out
+    assert "`filemem sync` on the machine that has it" in out
+    assert "git init --bare" not in out  # an empty repository there cannot be cloned either
+    assert not target.exists()
+
+
+def test_a_remote_that_is_no_store_names_remote_remove(tmp_path: Path) -> None:
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(other))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(other), str(work))
+    (work / "notes.txt").write_text("not a store")
+    git(work, "add", "notes.txt")
+    git(work, "commit", "-qm", "notes")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    a = tmp_path / "a"
+    cli("init", str(a), store=a)
+    cli("add", "--yes", "--scope", "user-global", "a fact", store=a)
+    cli("remote", "add", "wrong", str(other), store=a)
+    out = cli("sync", "wrong", store=a, code=1)
+    assert "REMOTE_NOT_A_STORE" in out and "nothing was changed" in out
+    assert "`filemem remote remove wrong`" in out
+
+
+def test_an_unreachable_ssh_remote_is_quoted_without_a_carriage_return(tmp_path: Path) -> None:
+    # ssh's own words end in "\r\n": a stand-in for ssh that says what it says for an
+    # unknown host
+    ssh = tmp_path / "fake-ssh"
+    ssh.write_text("#!/bin/sh\nprintf 'ssh: Could not resolve hostname nohost.invalid: "
+                   "Name or service not known\\r\\n' >&2\nexit 255\n")
+    ssh.chmod(ssh.stat().st_mode | stat.S_IXUSR)
+    a = tmp_path / "a"
+    cli("init", str(a), store=a)
+    cli("remote", "add", "bad", "nohost.invalid:path", store=a)
+    env = {"GIT_SSH_COMMAND": str(ssh)}
+    out = run_cli("sync", "--json", "bad", store=a, env=env)
+    message = json.loads(out.stdout)["error"]["message"]
+    assert message.endswith("Could not resolve hostname nohost.invalid: Name or service "
+                            "not known"), repr(message)
+    text = cli("sync", "bad", store=a, code=1, env=env)
+    assert "\\r" not in text and "\r" not in text

@@ -228,12 +228,28 @@ def _transport_errors(remote: Remote, doing: str) -> Iterator[None]:
         raise SyncError("REMOTE_INVALID", f"cannot {doing} {remote.name} ({remote.url}): it "
                         f"holds a malformed git object ({exc}); nothing was changed here") from exc
     except NotGitRepository as exc:
-        raise SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name}: {remote.url} is "
-                        "not a git repository (make one with `git init --bare -b main "
-                        f"{remote.url}`)") from exc
+        raise not_a_repository(remote, doing) from exc
     except (GitProtocolError, OSError) as exc:
+        # ssh's or git's stderr, quoted: its lines end in "\r\n" (shown as a stray \r)
+        said = "\n".join(line.rstrip() for line in str(exc).split("\n")).strip()
         raise SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name} ({remote.url}): "
-                        f"{exc or type(exc).__name__}") from exc
+                        f"{said or type(exc).__name__}") from exc
+
+
+def not_a_repository(remote: Remote, doing: str) -> SyncError:
+    """REMOTE_UNREACHABLE for a URL with no git repository. A clone's URL was most likely
+    mistyped (a store is cloned from where one was published); a sync's remote may be a
+    wrong URL too, or a bare repository not made yet."""
+    if doing == "clone":
+        return SyncError("REMOTE_UNREACHABLE", f"cannot clone {remote.url}: there is no git "
+                         "repository there. Check the URL; a clone needs a store published "
+                         "there first (by `filemem remote add origin URL` and `filemem sync` "
+                         "on the machine that has it)")
+    return SyncError("REMOTE_UNREACHABLE", f"cannot {doing} {remote.name}: {remote.url} is not "
+                     f"a git repository. If the URL is wrong: `filemem remote remove "
+                     f"{remote.name}`, then `filemem remote add {remote.name} URL`; if the "
+                     "bare repository is not made yet: `git init --bare -b main "
+                     f"{remote.url}`")
 
 
 def _progress_fn(progress: Progress | None) -> Callable[[Any], None] | None:
@@ -260,10 +276,12 @@ def _set_tracking(git: GitRepo, remote: Remote, sha: str) -> None:
         refs.set_if_equals(ref, None, sha.encode(), message=b"filemem sync")
 
 
-def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str | None:
+def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None, *,
+          doing: str = "fetch from") -> str | None:
     """Fetch the remote's ``main`` into the object store; its commit, or None if the
     remote has no ``main`` yet. Only adds objects (and the remote-tracking ref), private
-    to the owner whatever the umask: folders 0700, refs and logs 0600, packs 0400."""
+    to the owner whatever the umask: folders 0700, refs and logs 0600, packs 0400.
+    ``doing``: what errors say was attempted (``"clone"`` for a clone's advice)."""
     from dulwich.file import FileLocked
 
     client, path = _client(git, remote.url)
@@ -284,7 +302,7 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None) -> str
 
     with private_files():
         try:
-            with _transport_errors(remote, "fetch from"):
+            with _transport_errors(remote, doing):
                 result = client.fetch(os.fsencode(path), repo, determine_wants=wants,
                                       progress=_progress_fn(progress))
         except FileLocked as exc:  # not a killed fetch's: clear_stale_local removed those
@@ -386,8 +404,7 @@ def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False) 
     except NotGitRepository as exc:
         if adding:
             return
-        raise SyncError("REMOTE_UNREACHABLE", f"{remote.url} is not a git repository; make "
-                        f"one with `git init --bare -b main {remote.url}`") from exc
+        raise not_a_repository(remote, "sync with") from exc
     if bare or head != BRANCH_REF:
         return
     bare_one = "`git init --bare -b main PATH`"
@@ -530,6 +547,6 @@ def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
 
 __all__ = [
     "BRANCH_REF", "Progress", "Remote", "add_remote", "clear_stale_local", "ensure_tracking",
-    "fetch", "normalize_url", "pick_remote", "push", "refuse_working_store",
+    "fetch", "normalize_url", "not_a_repository", "pick_remote", "push", "refuse_working_store",
     "remotes", "remove_remote", "tracking_ref", "upstream", "write_remote",
 ]

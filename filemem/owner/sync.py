@@ -286,7 +286,9 @@ def _integrate(store: Store, remote: Remote, theirs: str | None, result: SyncRes
         if CONFIG_FILE not in store.git.read_tree(theirs_tree):
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.name}/{BRANCH} ({theirs[:12]}, "
                             f"{remote.url}) is not a filemem store (no {CONFIG_FILE}); "
-                            "nothing was changed")
+                            f"nothing was changed. If {remote.name} points at the wrong "
+                            f"repository: `filemem remote remove {remote.name}`, then `filemem "
+                            f"remote add {remote.name} URL` with the right one")
         _check_paths(store.git, theirs_tree, txn.state.tree,
                      f"{remote.name}/{BRANCH} ({theirs[:12]}, {remote.url})")
         if base == ours:
@@ -530,7 +532,7 @@ def _clone_into(root: str, remote: Remote, progress: Progress | None) -> None:
     try:
         write_remote(git, remote)
         ensure_tracking(git)  # `git pull` and `git push` work in the clone, as after `git clone`
-        theirs = fetch(git, remote, progress)
+        theirs = fetch(git, remote, progress, doing="clone")
         if theirs is None:
             raise SyncError("REMOTE_NOT_A_STORE", f"{remote.url} has no {BRANCH} branch yet: "
                             "publish a store there first (`filemem remote add origin URL` "
