@@ -147,7 +147,7 @@ def session_plan(store: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], lis
         call("memory_add", text="declined fact", **UG),                # 2 declined
         call("memory_add", text="cancelled fact", **UG),               # 3 dismissed
         call("memory_add", text="declined in the form", **UG),         # 4 accept + decline
-        call("memory_add", text="x" * 2100, **UG),                     # 5 over budget
+        call("memory_add", text="x" * 1990, **UG),                     # 5 over budget
         call("memory_replace", match="twin", text="t", **UG),          # 6 two entries match
         call("memory_remove", match="nowhere", **UG),                  # 7 no entry matches
         call("memory_add", text="", **UG),                             # 8 protocol rule
