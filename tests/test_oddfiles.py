@@ -220,3 +220,21 @@ def test_a_link_to_a_folder_outside_is_listed(store: Path, tmp_path: Path) -> No
     assert not os.path.lexists(link)
     assert (outside / "x.md").read_text() == "planted\n"  # the link went, not its folder
     assert git(store, "status", "--porcelain") == ""
+
+
+def test_files_outside_the_store_s_folders_are_listed_as_git_lists_them(store: Path) -> None:
+    """A folder or file a person put at the store's top (git: `?? notes/`) is named by
+    status, refused by adopt, and `filemem discard` deletes it, as it says."""
+    (store / "notes").mkdir()
+    (store / "notes" / "x.md").write_text("a note of mine\n")
+    (store / "todo.txt").write_text("later\n")
+    head = git(store, "rev-parse", "HEAD")
+    found = json.loads(clean(fm("status", "--json", store=store), 0))
+    assert [(c["path"], c["kind"], c["adoptable"]) for c in found] == [
+        ("notes/x.md", "added", False), ("todo.txt", "added", False)]
+    assert all("not part of the store" in c["problem"] for c in found)
+    assert "cannot adopt notes/x.md: not part of the store" in \
+        clean(fm("adopt", "--yes", store=store), 1)
+    assert git(store, "rev-parse", "HEAD") == head
+    clean(fm("discard", "--yes", "notes/x.md", "todo.txt", store=store), 0)
+    assert git(store, "status", "--porcelain") == ""

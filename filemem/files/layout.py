@@ -94,6 +94,10 @@ def is_entry_path(path: str) -> bool:
 
 NOT_AN_ENTRY: Final = ("not an entry file (entry files end in .md, and the track folders "
                        "hold nothing else)")
+OUTSIDE: Final = ("not part of the store, which holds entries under user/ and agent/ and "
+                  "its own files at the top: filemem never commits it; move it out "
+                  "of the store, or `filemem discard` it (which deletes it)")
+
 
 
 def in_entry_folder(path: str) -> bool:
@@ -226,7 +230,7 @@ def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
 
 
 __all__ = [
-    "EDITOR_FILES", "ENTRY_ROOTS", "NOT_AN_ENTRY", "SCOPES", "SHARED_DIR", "TOP_FILES",
+    "EDITOR_FILES", "ENTRY_ROOTS", "NOT_AN_ENTRY", "OUTSIDE", "SCOPES", "SHARED_DIR", "TOP_FILES",
     "check_tree_path", "entry_path", "id_from_path", "in_entry_folder", "is_editor_file",
     "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder", "name_problem",
     "path_problem",

@@ -27,7 +27,7 @@ from typing import Final, NamedTuple
 from filemem.files import atomic, nolinks
 from filemem.files.atomic import LinkRefused, NotAFile
 from filemem.files.gitindex import hash_blob
-from filemem.files.layout import is_store_path, leaves_folder
+from filemem.files.layout import ENTRY_ROOTS, TOP_FILES, is_store_path, leaves_folder
 
 TMP_SUFFIX: Final = ".filemem-tmp"
 JOURNAL_NAME: Final = "journal.json"
@@ -318,3 +318,23 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
             write(root, path, blob_data[want])
         repaired.append(path)
     return repaired
+
+
+def outside_files(root: str) -> list[str]:
+    """Files at the store's top, or in folders there, that are none of the store's own: not
+    under a track folder, not one of its top files, ``.git`` or ``.filemem`` (a link is
+    listed as it is, never walked through), for `filemem status` to name as git does."""
+    out: list[str] = []
+    for name in sorted(os.listdir(root)):
+        full = os.path.join(root, name)
+        if name in ENTRY_ROOTS or name in TOP_FILES or not is_store_path(name):
+            continue
+        if os.path.islink(full) or not os.path.isdir(full):
+            out.append(name)
+            continue
+        for folder, dirs, files in os.walk(full):
+            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+            dirs[:] = [d for d in dirs if d not in links]
+            rel = os.path.relpath(folder, root).replace(os.sep, "/")
+            out += [f"{rel}/{f}" for f in sorted(files + links)]
+    return out

@@ -32,6 +32,7 @@ from filemem.files.gitstate import Unfinished
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     NOT_AN_ENTRY,
+    OUTSIDE,
     SHARED_DIR,
     TOP_FILES,
     entry_path,
@@ -186,6 +187,8 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
                 if path not in tracked and not name.endswith(worktree.TMP_SUFFIX) \
                         and not is_editor_file(path):
                     candidates.append(path)
+    candidates += [p for p in worktree.outside_files(root)
+                   if p not in tracked and not is_editor_file(p)]
     if not candidates:
         return set()
     from dulwich.ignore import IgnoreFilterManager
@@ -308,6 +311,9 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
              if c.kind == "deleted" and c.before is not None}
     seen_ids = {e.id for e in state.entries.values()} - moved.keys()
     for path in sorted(_untracked_files(store, head_files)):
+        if path.split("/", 1)[0] not in TRACKS:  # never read: not the store's
+            changes.append(Change(path, "added", problem=OUTSIDE))
+            continue
         data, odd = worktree.read_checked(store.root, path)
         if odd is not None:
             if not any(p.startswith(f"{path}/") for p in head_files):  # else: said for each
