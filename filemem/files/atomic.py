@@ -53,6 +53,11 @@ _KINDS: Final = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a sock
                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def special(mode: int) -> bool:
+    """Whether ``st_mode`` is a FIFO, a socket or a device: never opened to be read."""
+    return any(test(mode) for test, _name in _KINDS)
+
+
 def kind_of(mode: int) -> str:
     """What a file that is not a regular file is, in words (from its ``st_mode``)."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")

@@ -51,8 +51,7 @@ def read(root: str, path: str) -> bytes | None:
     full = full_path(root, path)
     try:
         mode = os.lstat(full).st_mode
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) \
-                or stat.S_ISSOCK(mode):
+        if atomic.special(mode):
             raise NotAFile(full, mode)
         return atomic.read_nofollow(full)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -320,21 +319,28 @@ def repair(root: str, paths: dict[str, tuple[str | None, str | None]],
     return repaired
 
 
+def files_under(root: str, top: str) -> list[str]:
+    """The store-relative paths of the files in the folder ``top`` and below (``[top]`` if
+    it is a file or a symbolic link; none if it is missing). A link to a folder is listed as
+    git lists it, never walked through."""
+    base = os.path.join(root, top)
+    if not os.path.lexists(base):
+        return []
+    if os.path.islink(base) or not os.path.isdir(base):  # os.walk would walk through a link
+        return [top]
+    out: list[str] = []
+    for folder, dirs, files in os.walk(base):
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        dirs[:] = [d for d in dirs if d not in links]  # never walked through: listed
+        rel = os.path.relpath(folder, root).replace(os.sep, "/")
+        out += [f"{rel}/{name}" for name in files + links]
+    return out
+
+
 def outside_files(root: str) -> list[str]:
     """Files at the store's top, or in folders there, that are none of the store's own: not
-    under a track folder, not one of its top files, ``.git`` or ``.filemem`` (a link is
-    listed as it is, never walked through), for `filemem status` to name as git does."""
-    out: list[str] = []
-    for name in sorted(os.listdir(root)):
-        full = os.path.join(root, name)
-        if name in ENTRY_ROOTS or name in TOP_FILES or not is_store_path(name):
-            continue
-        if os.path.islink(full) or not os.path.isdir(full):
-            out.append(name)
-            continue
-        for folder, dirs, files in os.walk(full):
-            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
-            dirs[:] = [d for d in dirs if d not in links]
-            rel = os.path.relpath(folder, root).replace(os.sep, "/")
-            out += [f"{rel}/{f}" for f in sorted(files + links)]
-    return out
+    under a track folder, not one of its top files, ``.git`` or ``.filemem``, for `filemem
+    status` to name as git does."""
+    return [path for name in sorted(os.listdir(root))
+            if name not in ENTRY_ROOTS and name not in TOP_FILES and is_store_path(name)
+            for path in sorted(files_under(root, name))]

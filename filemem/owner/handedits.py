@@ -174,19 +174,9 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
     root = store.root
     candidates: list[str] = []
     for top in TRACKS:
-        base = os.path.join(root, top)
-        if os.path.islink(base):  # os.walk would walk through it
-            candidates.append(top)
-            continue
-        for folder, dirs, files in os.walk(base):
-            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
-            dirs[:] = [d for d in dirs if d not in links]  # never walked through: listed
-            rel = os.path.relpath(folder, root).replace(os.sep, "/")
-            for name in files + links:
-                path = f"{rel}/{name}"
-                if path not in tracked and not name.endswith(worktree.TMP_SUFFIX) \
-                        and not is_editor_file(path):
-                    candidates.append(path)
+        candidates += [path for path in worktree.files_under(root, top)
+                       if path not in tracked and not path.endswith(worktree.TMP_SUFFIX)
+                       and not is_editor_file(path)]
     candidates += [p for p in worktree.outside_files(root)
                    if p not in tracked and not is_editor_file(p)]
     if not candidates:
