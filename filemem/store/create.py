@@ -16,6 +16,7 @@ from filemem.files import worktree
 from filemem.files.gitindex import GitIndex
 from filemem.files.gitrepo import GitError, GitRepo, PendingObjects
 from filemem.model import now_ms
+from filemem.store import pending
 from filemem.store.auditlog import commit_message, next_seq, row
 from filemem.store.names import CONFIG_FILE, IDENT, META_DIR, private_files
 
@@ -123,19 +124,6 @@ _BUILDING: Final = ".filemem-init-"  # .<name>.filemem-init-<pid>-<8 hex>: a sto
 _ABANDONED_AFTER: Final = 600.0
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (another user's counts; so does this process)."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, it is not ours
-        return True
-    return True
-
-
 def sweep_abandoned(parent: str, name: str) -> None:
     """Remove the temporary folders of earlier creations of ``parent/name`` whose process is
     gone (killed while laying the store down) and that nothing touched for
@@ -160,7 +148,7 @@ def sweep_abandoned(parent: str, name: str) -> None:
                 now - entry.stat(follow_symlinks=False).st_mtime > _ABANDONED_AFTER
         except OSError:
             continue
-        if found and stale and not _alive(int(found[1])):
+        if found and stale and not pending.alive(int(found[1])):
             shutil.rmtree(entry.path, ignore_errors=True)
 
 

@@ -65,6 +65,11 @@ def _started(pid: int) -> str | None:
     return ""
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's counts; its zombie does not)."""
+    return _started(pid) is not None
+
+
 def holder() -> str:
     """This process, as a claim names it: ``<pid>-<start time>`` (a reused pid differs)."""
     return f"{os.getpid()}-{_started(os.getpid()) or ''}"
