@@ -17,7 +17,7 @@ import click
 from filemem import errors
 from filemem.cli.app import main
 from filemem.cli.common import command, open_store, store_option, write_ctx, yes_option
-from filemem.shown import visible
+from filemem.shown import counted, visible
 
 SCOPE_HELP = ("user: every project (~/.claude.json and ~/.claude/settings.json); project: "
               "the current folder only (.mcp.json and .claude/settings.json in it).")
@@ -60,7 +60,7 @@ def _claude() -> str | None:
 
 
 def _memories(n: int) -> str:
-    return f"{n} memory" if n == 1 else f"{n} memories"
+    return counted(n, "memory", "memories")
 
 
 def _shown(path: str) -> str:
