@@ -326,7 +326,7 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
 
     client, path = _client(git, remote.url)
     local = _local_path(client, path)
-    target = _check_local_target(git, local, remote) if local is not None else None
+    target = _check_local_target(git, remote) if local is not None else None
     before = pack_names(target) if target is not None else set()
     repo = git.repo
     moved: list[Any] = []
@@ -384,29 +384,32 @@ def _remote_head(client: Any, path: str, remote: Remote) -> str | None:
     return sha.decode() if sha else None
 
 
-def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False) -> None:
+def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False
+                         ) -> str | None:
     """The one rule: a remote reached as a local path is never a working store with
     ``main`` checked out (a push there would leave its files behind its branch). Checked
     when the remote is added and before a sync fetches anything, so a refusal means nothing
     was added, fetched, merged or pushed. A local path with no repository is
-    REMOTE_UNREACHABLE for a sync; ``adding``: allowed (a disk not mounted yet)."""
+    REMOTE_UNREACHABLE for a sync; ``adding``: allowed (a disk not mounted yet). Returns
+    the local remote's git folder (None: not a local path, or not there yet)."""
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
     local = _local_path(*_client(git, remote.url))
     if local is None:
-        return
+        return None
     try:
         with contextlib.closing(Repo(local)) as target:
             bare = target.bare
             symrefs: dict[Any, Any] = target.refs.get_symrefs()
             head = symrefs.get(b"HEAD")
+            git_dir = str(target.controldir())
     except NotGitRepository as exc:
         if adding:
-            return
+            return None
         raise not_a_repository(remote, "sync with") from exc
     if bare or head != BRANCH_REF:
-        return
+        return git_dir
     bare_one = "`git init --bare -b main PATH`"
     if adding:
         then = (f"nothing was added. Make a bare repository ({bare_one}), add that "
@@ -421,14 +424,11 @@ def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False) 
                     f"never does; {then}")
 
 
-def _check_local_target(git: GitRepo, path: str, remote: Remote) -> str:
+def _check_local_target(git: GitRepo, remote: Remote) -> str:
     """Before a push to a local remote: :func:`refuse_working_store`, and clear a ref lock
     that a killed push left there. Returns its git folder."""
-    from dulwich.repo import Repo
-
-    refuse_working_store(git, remote)
-    with contextlib.closing(Repo(path)) as target:
-        git_dir = str(target.controldir())
+    git_dir = refuse_working_store(git, remote)
+    assert git_dir is not None  # a local path, and a repository (else refused)
     _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
     _clear_temp_packs(git_dir, older_than=STALE_TEMP_PACK)
     return git_dir
