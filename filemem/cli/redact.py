@@ -65,23 +65,25 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
 _QUESTION = "Redact it? The old history is then gone from this store"
 
 
+def _no_terminal(why: str) -> errors.ProtocolError:
+    return errors.invalid_input(f"redact asks before it rewrites the history, and there is no "
+                                f"terminal to ask on ({why}); pass --yes to redact without "
+                                "asking")
+
+
 def _confirm(summary: str, from_stdin: bool) -> bool:
     """Ask the person at the terminal. A text read from stdin took stdin, so the question
     goes to the controlling terminal (/dev/tty), as git and ssh ask for a password."""
     if not from_stdin:
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
-            raise errors.invalid_input("redact asks before it rewrites the history, and "
-                                       "there is no terminal to ask on (stdin or stderr is "
-                                       "not one); pass --yes to redact without asking")
+            raise _no_terminal("stdin or stderr is not one")
         click.echo(summary, err=True)
         return click.confirm(_QUESTION, default=False, err=True)
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError:  # ENXIO: this process has no controlling terminal
-        raise errors.invalid_input(
-            "redact asks before it rewrites the history, and there is no terminal to ask on "
-            "(the text came from stdin, and this process has no controlling terminal); pass "
-            "--yes to redact without asking") from None
+        raise _no_terminal("the text came from stdin, and this process has no "
+                           "controlling terminal") from None
     with io.FileIO(fd, "r+") as tty:  # unbuffered: a terminal is not seekable
         tty.write(f"{summary}\n{_QUESTION} [y/N]: ".encode())
         answer = tty.readline().decode("utf-8", "replace")
