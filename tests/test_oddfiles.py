@@ -238,3 +238,24 @@ def test_files_outside_the_store_s_folders_are_listed_as_git_lists_them(store: P
     assert git(store, "rev-parse", "HEAD") == head
     clean(fm("discard", "--yes", "notes/x.md", "todo.txt", store=store), 0)
     assert git(store, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("where", ["user/.gitignore", ".gitignore"])
+def test_a_fifo_named_gitignore_is_listed_never_opened(store: Path, where: str) -> None:
+    """A FIFO where a `.gitignore` belongs (git's own `git status` waits on it for ever):
+    asking the ignore rules about a new file never opens it; status lists it with its way
+    out beside that file, and `filemem discard` removes it or puts the committed one back."""
+    fifo = store / where
+    if fifo.exists():
+        fifo.unlink()
+    os.mkfifo(fifo)
+    mine = f"{SHARED_UG}/mine.md"
+    (store / mine).write_text("a note of mine\n")  # not in HEAD: the ignore rules are asked
+    found = {c["path"]: c for c in json.loads(clean(fm("status", "--json", store=store), 0))}
+    assert set(found) == {where, mine}
+    assert "FIFO" in found[where]["problem"]
+    assert f"filemem discard {where}" in found[where]["problem"]
+    assert found[mine]["adoptable"]
+    clean(fm("discard", "--yes", where, mine, store=store), 0)
+    assert not (store / mine).exists()
+    assert git(store, "status", "--porcelain") == ""

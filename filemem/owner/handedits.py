@@ -167,7 +167,7 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
     """Files under the track folders of the working tree that are not in ``tracked`` (a
     symbolic link to a folder too, as git lists it, never walked through), except
     temp files, editors' files (:data:`~filemem.files.layout.EDITOR_FILES`) and what git
-    ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file). As in git, an
+    ignores (:mod:`filemem.files.ignores`). As in git, an
     ignore pattern says nothing of a tracked file, so only the others are matched against
     the patterns (dulwich's matching took ~0.3 ms a file: most of a `status` of thousands),
     and dulwich is not even loaded while no other file is there."""
@@ -181,10 +181,9 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
                    if p not in tracked and not is_editor_file(p)]
     if not candidates:
         return set()
-    from dulwich.ignore import IgnoreFilterManager
+    from filemem.files import ignores
 
-    ignored = IgnoreFilterManager.from_repo(store.git.repo)
-    return {path for path in candidates if not ignored.is_ignored(path)}
+    return ignores.not_ignored(store.git.repo, candidates)
 
 
 def _keys_from_folder(state: State, path: str) -> tuple[dict[str, Any], str | None]:
