@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Final
 
 try:
     import fcntl
@@ -60,15 +60,17 @@ def unlock(f: IO[Any]) -> None:
 
 
 def acquire(path: str, flags: int, timeout: float, interval: float,
-            opener: Callable[[str, int], int] = os.open) -> IO[bytes]:
+            opener: Callable[[str, int], int] = os.open,
+            waiting: Callable[[], None] | None = None) -> IO[bytes]:
     """The file at ``path`` opened (``opener(path, flags)``, which creates it if ``flags``
     say so) and locked, tried every ``interval`` s for up to ``timeout`` s (0: once); Busy
-    after that, with the file closed again. OSError from opening it is the caller's."""
+    after that, with the file closed again. OSError from opening it is the caller's.
+    ``waiting``: called once the wait has lasted :data:`NOTICE_AFTER` s."""
     f = os.fdopen(opener(path, flags), "r+b" if flags & os.O_RDWR else "ab", buffering=0)
     try:
-        deadline = time.monotonic() + timeout
+        wait = _Wait(timeout, waiting)
         while not try_lock(f):
-            if time.monotonic() >= deadline:
+            if wait.over():
                 raise Busy(path)
             time.sleep(interval)
     except BaseException:
@@ -83,6 +85,76 @@ def release(f: IO[bytes]) -> None:
         unlock(f)
     finally:
         f.close()
+
+
+NOTICE_AFTER: Final = 1.0  # s of waiting for a lock after which the person is told
+
+
+class _Wait:
+    """A wait for a lock up to a deadline, which says so once it has lasted NOTICE_AFTER s
+    (a minute's wait in silence looks like a hang)."""
+
+    def __init__(self, timeout: float, waiting: Callable[[], None] | None) -> None:
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout
+        self.waiting = waiting
+
+    def over(self) -> bool:
+        """Whether the deadline has passed (then the caller gives up)."""
+        now = time.monotonic()
+        if now >= self.deadline:
+            return True
+        if now - self.start >= NOTICE_AFTER:
+            self.tell()
+        return False
+
+    def tell(self) -> None:
+        """Say that the wait goes on (once)."""
+        if self.waiting is not None:
+            waiting, self.waiting = self.waiting, None
+            waiting()
+
+
+def holder(path: str) -> str | None:
+    """Who holds the lock on the file at ``path``, in words (``pid 1234: filemem sync``),
+    from ``/proc/locks`` (Linux); None where that cannot be told."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", "rb") as f:
+            lines = f.read().decode("ascii", "replace").splitlines()
+    except OSError:
+        return None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        fields = line.split()  # "1: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+        if len(fields) < 6 or fields[1] != "FLOCK":  # ("1: -> FLOCK ...": one waiting)
+            continue
+        try:
+            major, minor, ino = fields[5].split(":")
+            if (int(major, 16), int(minor, 16), int(ino)) == want:
+                pid = int(fields[4])
+                return f"pid {pid}{_command(pid)}"
+        except ValueError:
+            continue
+    return None
+
+
+def _command(pid: int) -> str:
+    """``: `` and the command line of process ``pid`` (its interpreter and folders left
+    out), or nothing if it cannot be read."""
+    if pid == os.getpid():
+        return " (this process)"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [os.fsdecode(a) for a in f.read().split(b"\0") if a]
+    except OSError:
+        return ""
+    if len(args) > 1 and os.path.basename(args[0]).startswith("python"):
+        args = args[1:]
+    if not args:
+        return ""
+    words = " ".join(" ".join([os.path.basename(args[0]), *args[1:]]).split())  # one line
+    return f": {words[:117]}..." if len(words) > 120 else f": {words}"
 
 
 class Kept:
@@ -105,16 +177,24 @@ class Kept:
         self._closing: weakref.finalize[[int], Kept] | None = None  # closes it if dropped
         _all.add(self)
 
-    def hold(self, timeout: float, interval: float) -> int:
-        """Take the lock as :func:`acquire` does (Busy after ``timeout``); the open file's
-        descriptor, to read or write the file through while held."""
-        deadline = time.monotonic() + timeout
-        if not self._turn.acquire(timeout=max(timeout, 0.0)):
-            raise Busy(self.path)
+    def hold(self, timeout: float, interval: float,
+             waiting: Callable[[], None] | None = None) -> int:
+        """Take the lock as :func:`acquire` does (Busy after ``timeout``, ``waiting`` called
+        once it has lasted :data:`NOTICE_AFTER` s); the open file's descriptor, to read or
+        write the file through while held."""
+        wait = _Wait(timeout, waiting)
+        if not self._turn.acquire(timeout=min(max(timeout, 0.0), NOTICE_AFTER)):
+            left = wait.deadline - time.monotonic()  # another thread of this process has it
+            if left <= 0:
+                raise Busy(self.path)
+            wait.tell()
+            if not self._turn.acquire(timeout=left):
+                raise Busy(self.path)
         try:
             if fcntl is None:
-                left = max(deadline - time.monotonic(), 0.0)
-                self._file = acquire(self.path, self.flags, left, interval, self.opener)
+                left = max(wait.deadline - time.monotonic(), 0.0)
+                self._file = acquire(self.path, self.flags, left, interval, self.opener,
+                                     wait.waiting)
                 return self._file.fileno()
             while True:
                 fd = self._open()
@@ -123,7 +203,7 @@ class Kept:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                         break
                     except BlockingIOError:
-                        if time.monotonic() >= deadline:
+                        if wait.over():
                             raise Busy(self.path) from None
                         time.sleep(interval)
                 try:

@@ -84,6 +84,7 @@ from filemem.shown import counted
 from filemem.store import redactstage
 from filemem.store.auditlog import parse_rows, row
 from filemem.store.core import Store
+from filemem.store.logs import log
 from filemem.store.names import CONFIG_FILE, META_DIR, open_private, private_files, read_only
 from filemem.store.pending import holder, holder_alive
 from filemem.store.state import State
@@ -234,12 +235,20 @@ def over_budget(store: Store) -> list[Usage]:
 @contextlib.contextmanager
 def _sync_lock(store: Store) -> Iterator[None]:
     """One sync of a store at a time; agents' writes are not blocked by it."""
+    path = os.path.join(store.meta, "sync.lock")
+
+    def waiting() -> None:
+        log.warning("filemem: waiting for another `filemem sync` of %s to finish (%s; up to "
+                    "%.0f s)", store.root, flock.holder(path) or "its lock is taken",
+                    SYNC_LOCK_TIMEOUT)
+
     try:
-        lock = flock.acquire(os.path.join(store.meta, "sync.lock"), flock.LOCK_FILE,
-                             SYNC_LOCK_TIMEOUT, 0.05, open_private)
+        lock = flock.acquire(path, flock.LOCK_FILE, SYNC_LOCK_TIMEOUT, 0.05, open_private,
+                             waiting)
     except flock.Busy:
         raise SyncError("SYNC_BUSY", f"another `filemem sync` of {store.root} has been "
-                        f"running for more than {SYNC_LOCK_TIMEOUT:.0f} s") from None
+                        f"running for more than {SYNC_LOCK_TIMEOUT:.0f} s "
+                        f"({flock.holder(path) or 'its lock is taken'})") from None
     except OSError as exc:
         if not read_only(exc):
             raise

@@ -4,8 +4,8 @@
   incrementally when HEAD moves (a cheap ref read per call notices it), parsing only files
   whose blob changed, and is kept in ``.filemem/cache/state.jsonl`` (:mod:`.viewcache`) so a
   cold process does not re-parse every file.
-- Writes happen in a :mod:`.transaction` under the store lock (:mod:`filemem.files.flock`
-  on ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
+- Writes happen in a :mod:`.transaction` under the store lock (:mod:`.storelock`, on
+  ``.filemem/lock``), again on the new HEAD when the branch moved (:meth:`Store.retrying`);
   a write killed at any instant is finished or undone from HEAD by the next one or open.
 - ``.filemem/`` (never committed) holds the lock, the caches, the read-side audit ledger,
   the recall counters and pending approvals. It is the owner's private state, not a trusted
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from filemem import config as config_mod
 from filemem import errors
 from filemem.config import STORE_SCHEMA, Config
-from filemem.files import atomic, codec, flock, gitstate, retire, wal, worktree
+from filemem.files import atomic, codec, gitstate, retire, wal, worktree
 from filemem.files.atomic import LinkRefused, LockFile
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, IndexUnsupported, rebuild
@@ -51,7 +51,6 @@ from filemem.store.names import (
     CONFIG_FILE,
     META_DIR,
     linked,
-    open_private,
     private_files,
     read_only,
 )
@@ -59,13 +58,13 @@ from filemem.store.packschedule import PackSchedule
 from filemem.store.pending import PendingStore, Record
 from filemem.store.recall import RecallCounters
 from filemem.store.state import State, usage_of
+from filemem.store.storelock import StoreLock
 from filemem.store.viewcache import SAVE_EVERY, Parsed, ViewCache
 from filemem.types import AuditRow
 
 if TYPE_CHECKING:
     from filemem.store.transaction import Transaction
 
-LOCK_TIMEOUT: Final = 60.0
 COMMIT_ATTEMPTS: Final = 5  # branch moves (by git) tolerated during one write
 _DUPLICATE: Final = "duplicate entry id"
 T = TypeVar("T")
@@ -108,10 +107,7 @@ class Store:
         self._index_id: tuple[int, int, int, int] | None = None
         self.packs = PackSchedule()
         self._lock = threading.RLock()
-        # kept open between writes (flock.Kept); never through a link, the owner's only
-        self._file_lock = flock.Kept(os.path.join(self.meta, "lock"), flock.LOCK_FILE,
-                                     open_private)
-        self._lock_depth = 0
+        self._store_lock = StoreLock(self.root, self.meta, self._lock)
         if recovery.unfinished(self):
             # a killed write (or a log from before a restart) is finished or undone here; a
             # running write finishes its own, a read-only or full store is read as it is
@@ -135,33 +131,10 @@ class Store:
 
     # ------------------------------------------------------------ locking
 
-    @contextlib.contextmanager
-    def locked(self, timeout: float | None = None) -> Iterator[None]:
-        """The store lock: one writer at a time across threads and processes (StoreBusy
-        after ``timeout``, default LOCK_TIMEOUT; StoreReadOnly if it cannot be written)."""
-        wait = LOCK_TIMEOUT if timeout is None else timeout
-        with self._lock:
-            if self._lock_depth == 0:
-                try:
-                    self._file_lock.hold(wait, 0.002)
-                except flock.Busy:
-                    raise errors.StoreBusy(
-                        f"the store is busy: its lock {self.meta}/lock has been held by another "
-                        f"filemem process for more than {wait:.0f} s; nothing was "
-                        "written; try again when that process has finished"
-                    ) from None
-                except OSError as exc:
-                    if not read_only(exc):
-                        raise
-                    raise errors.StoreReadOnly(
-                        self.root, f"cannot write {self.meta}/lock: {exc.strerror}") from None
-            self._lock_depth += 1
-            try:
-                yield
-            finally:
-                self._lock_depth -= 1
-                if self._lock_depth == 0:
-                    self._file_lock.release()
+    def locked(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """The store lock (:mod:`.storelock`): StoreBusy after ``timeout`` (default
+        LOCK_TIMEOUT), StoreReadOnly if it cannot be written."""
+        return self._store_lock.held(timeout)
 
     # ------------------------------------------------------------ the view of HEAD
 
@@ -336,7 +309,7 @@ class Store:
             self._cache.save(st)
         self.git.close()
         self.ledger.close()
-        self._file_lock.close()  # kept open while this or another thread holds it
+        self._store_lock.close()
 
     # ------------------------------------------------------------ the git index
 
