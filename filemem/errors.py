@@ -344,7 +344,8 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
         STORE_CORRUPT,
         f"memory store file {full} is corrupt: {reason}{came}; memory reads and writes are "
         f"refused until it is mended: {way_out}" + (
-            f" ({more} more invalid file(s): `filemem status` lists them)" if more else ""),
+            f" ({counted(more, 'more invalid file')}: `filemem status` lists them)"
+            if more else ""),
         {"path": full, "file": rel, "reason": reason, "commit": commit, "subject": subject,
          "wayOut": way_out})
 

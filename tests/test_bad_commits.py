@@ -334,7 +334,7 @@ def test_the_commit_is_found_behind_later_commits_and_through_a_merge(tmp_path: 
     (store / SHARED / "zz-notes.txt").write_text("x\n", "utf-8")
     _person_commit(store, "notes")
     message = run_cli("list", store=store).stderr
-    assert "(1 more invalid file(s): `filemem status` lists them)" in message
+    assert "(1 more invalid file: `filemem status` lists them)" in message
     status = run_cli("status", "--json", store=store)
     assert [c["path"] for c in json.loads(status.stdout)] == [bad, f"{SHARED}/zz-notes.txt"]
 

@@ -20,6 +20,7 @@ import pytest
 
 import filemem
 from filemem.files.layout import key_dir
+from filemem.shown import counted
 from tests.conftest import (
     assert_clean_repo,
     ctx,
@@ -391,10 +392,10 @@ def test_adopt_at_a_terminal_defaults_to_no(answer: bytes, p: filemem.Provider,
     set_text(file_of(store_path, tea["id"]), "likes green tea")
     before = head(store_path)
     code, screen = run_at_terminal(["adopt", "--store", str(store_path)], answer,
-                               b"Adopt 1 change(s)?")
+                               b"Adopt 1 change?")
     assert code == 3, screen
     assert "[y/N]" in screen and "Nothing adopted." in screen
-    asked = screen.split("Adopt 1 change(s)?")[0]
+    asked = screen.split("Adopt 1 change?")[0]
     assert "-likes tea" in asked and "+likes green tea" in asked
     assert head(store_path) == before and texts(p) == ["likes tea"]
 
@@ -404,9 +405,9 @@ def test_adopt_at_a_terminal_answered_yes(p: filemem.Provider, store_path: Path)
     set_text(file_of(store_path, tea["id"]), "likes green tea")
     n = commits(store_path)
     code, screen = run_at_terminal(["adopt", "--store", str(store_path)], b"y\n",
-                               b"Adopt 1 change(s)?")
+                               b"Adopt 1 change?")
     assert code == 0, screen
-    assert "Adopted 1 change(s) in one commit." in screen
+    assert "Adopted 1 change in one commit." in screen
     assert commits(store_path) == n + 1 and texts(p) == ["likes green tea"]
     assert_clean_repo(store_path)
 
@@ -793,7 +794,7 @@ def test_adopt_selected_paths(how: str, p: filemem.Provider, store_path: Path) -
         args, want = [a, str(store_path / c)], {a, c}
     out = fm("adopt", "--yes", *args, store=store_path, cwd=cwd)
     assert out.returncode == 0, out.stderr
-    assert f"Adopted {len(want)} change(s) in one commit." in out.stdout
+    assert f"Adopted {counted(len(want), 'change')} in one commit." in out.stdout
     left = {x["path"] for x in status_json(store_path)}
     assert left == set(paths) - want
     committed = set(git(store_path, "show", "--name-only", "--format=", "HEAD").split())
@@ -933,7 +934,7 @@ def test_discard_restores_and_deletes(p: filemem.Provider, store_path: Path) -> 
     before = head(store_path)
     out = fm("discard", "--yes", store=store_path)
     assert out.returncode == 0, out.stderr
-    assert "Discarded 5 change(s)." in out.stdout
+    assert "Discarded 5 changes." in out.stdout
     for path, data in committed.items():
         assert (store_path / path).read_text(encoding="utf-8") == data
     assert not (store_path / SHARED_UG / "new.md").exists()
@@ -958,14 +959,14 @@ def test_discard_asks_first(p: filemem.Provider, store_path: Path) -> None:
     assert path.read_text(encoding="utf-8").endswith("likes green tea")
     for answer in (b"\n", b"n\n"):
         code, screen = run_at_terminal(["discard", "--store", str(store_path)], answer,
-                                   b"Discard 1 change(s)?")
+                                   b"Discard 1 change?")
         assert code == 3, screen
         assert "[y/N]" in screen and "cannot be undone" in screen
         assert path.read_text(encoding="utf-8").endswith("likes green tea")
     code, screen = run_at_terminal(["discard", "--store", str(store_path)], b"y\n",
-                               b"Discard 1 change(s)?")
+                               b"Discard 1 change?")
     assert code == 0, screen
-    assert "Discarded 1 change(s)." in screen
+    assert "Discarded 1 change." in screen
     assert path.read_text(encoding="utf-8").endswith("\nlikes tea\n")
     assert_clean_repo(store_path)
 

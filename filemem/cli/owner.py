@@ -18,7 +18,7 @@ from filemem.cli.common import (
     store_option,
 )
 from filemem.model import iso_ms
-from filemem.shown import block, json_text, visible
+from filemem.shown import block, counted, json_text, visible
 from filemem.shown import warning as shown_warning
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
@@ -207,8 +207,8 @@ def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
         return
     bad = owner.invalid()
     click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
-        f" {len(bad)} file(s) committed at HEAD are invalid; `filemem status` shows each "
-        "and how to mend it." if bad else ""))
+        f" Invalid at HEAD: {counted(len(bad), 'committed file')}; `filemem status` shows "
+        "each and how to mend it." if bad else ""))
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -258,14 +258,14 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
                 click.echo(f"filemem: cannot adopt {visible(c.path)}: {visible(c.problem or '')}",
                            err=True)
             sys.exit(1)
-        if not _confirm(f"Adopt {len(changes)} change(s)?", yes):
+        if not _confirm(f"Adopt {counted(len(changes), 'change')}?", yes):
             click.echo("Nothing adopted.", err=True)
             sys.exit(3)
         done = owner.adopt([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
     else:
-        click.echo(f"Adopted {len(done)} change(s) in one commit.")
+        click.echo(f"Adopted {counted(len(done), 'change')} in one commit.")
 
 
 @main.command()
@@ -289,14 +289,14 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
         if not as_json:
             for c in changes:
                 click.echo(_status_line(c), err=True)
-        if not _confirm(f"Discard {len(changes)} change(s)? This cannot be undone", yes):
+        if not _confirm(f"Discard {counted(len(changes), 'change')}? This cannot be undone", yes):
             click.echo("Nothing discarded.", err=True)
             sys.exit(3)
         done = owner.discard([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
     else:
-        click.echo(f"Discarded {len(done)} change(s).")
+        click.echo(f"Discarded {counted(len(done), 'change')}.")
 
 
 # ---------------------------------------------------------------- history
@@ -379,7 +379,7 @@ def verify(full: bool, store_path: str | None, as_json: bool) -> None:
         for p in report.problems:
             click.echo(f"  PROBLEM {p['commit'][:10]}: {visible(p['problem'])}")
         click.echo("OK: HEAD is exactly what the audited history produces." if report.ok
-                   else f"{len(report.problems)} problem(s) found.")
+                   else f"{counted(len(report.problems), 'problem')} found.")
     if not report.ok:
         sys.exit(1)
 

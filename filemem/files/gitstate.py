@@ -21,6 +21,7 @@ from typing import Final, NamedTuple
 from filemem import errors
 from filemem.files import atomic
 from filemem.files.gitindex import GitIndex, IndexUnsupported
+from filemem.shown import counted
 
 _LABELS: Final = {
     "merge": "git merge",
@@ -178,7 +179,7 @@ def refusal(root: str, op: Unfinished, conflicts: list[str]) -> errors.GitOperat
     if conflicts:
         names = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more"
                                             if len(conflicts) > 5 else "")
-        listed = f"; {len(conflicts)} file(s) have conflicts: {names}"
+        listed = f"; conflicts in {counted(len(conflicts), 'file')}: {names}"
     return errors.GitOperationInProgress(
         f"a {op.label} is in progress in the store {root} ({op.marker}{listed}), and filemem "
         f"does not commit on top of an unfinished git operation; nothing was written. "

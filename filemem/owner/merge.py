@@ -45,6 +45,7 @@ from filemem.files.layout import entry_path, id_from_path, is_entry_path
 from filemem.model import Entry, iso_ms
 from filemem.owner import gitwalk
 from filemem.owner.filemerge import KeyConflict, Prefer, merge_yaml, same, shown, three_way
+from filemem.shown import counted
 from filemem.store.auditlog import row
 from filemem.store.names import CONFIG_FILE
 from filemem.types import AuditRow
@@ -478,9 +479,9 @@ def check_commit(git: GitRepo, info: CommitInfo, rows: list[AuditRow]) -> list[s
     if differ:
         shown_paths = ", ".join(differ[:5]) + (", ..." if len(differ) > 5 else "")
         return [f"merge commit {sha}'s tree is not what `filemem sync` makes from its two "
-                f"parents ({len(differ)} file(s) differ: {shown_paths}): it was changed by "
-                f"other means; `git show --first-parent {sha}` shows what it changed. If that "
-                f"is not wanted, `git revert -m 1 {sha}` undoes it"]
+                f"parents (it differs in {counted(len(differ), 'file')}: {shown_paths}): it "
+                f"was changed by other means; `git show --first-parent {sha}` shows what it "
+                f"changed. If that is not wanted, `git revert -m 1 {sha}` undoes it"]
     return []
 
 

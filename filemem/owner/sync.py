@@ -340,9 +340,9 @@ def only_created(store: Store, state: State) -> bool:
         raise errors.write_denied(
             "hand-edit-pending",
             f"{worktree.full_path(store.root, edits[0].path)} has changes not adopted yet "
-            f"({len(edits)} file(s); `filemem status` lists them). This store holds nothing "
-            "else but its creation, so a sync would give it the remote's store as it is and "
-            "leave these edits out. Keep them: `filemem adopt`, then sync (the two stores "
+            f"({counted(len(edits), 'file')}; `filemem status` lists them). This store holds "
+            "nothing else but its creation, so a sync would give it the remote's store as it "
+            "is and leave these edits out. Keep them: `filemem adopt`, then sync (the two stores "
             "are joined by a merge). Drop them: `filemem discard`, then sync. Or make this "
             "machine's store with `filemem clone URL` in an empty folder",
             path=worktree.full_path(store.root, edits[0].path))

@@ -13,6 +13,7 @@ from filemem.files import atomic, packwrite, wal, worktree
 from filemem.files.gitrepo import GitError
 from filemem.files.layout import is_store_path
 from filemem.files.worktree import JournalRecord
+from filemem.shown import counted
 from filemem.store.logs import log
 from filemem.store.names import private_files, refusing_links
 from filemem.store.pending import Record, settles
@@ -208,8 +209,8 @@ def trusted(store: Store, old: str | None, new: str | None,
         else:
             refused.append(path)
     if refused:
-        log.warning("filemem: ignoring %d path(s) of %s that a filemem write did not "
+        log.warning("filemem: ignoring %s of %s that a filemem write did not "
                     "journal (not a store file, through a link, or not the blobs of its "
-                    "commits): %s", len(refused), store.journal.path,
+                    "commits): %s", counted(len(refused), "path"), store.journal.path,
                     ", ".join(repr(p) for p in refused[:5]))
     return kept
