@@ -300,6 +300,46 @@ def test_a_fixed_file_adopted_under_its_id_verifies(tmp_path: Path) -> None:
     assert f"{bad} changed without an audit row naming it" in verify.stdout
 
 
+def test_a_bare_text_file_committed_with_git_is_adopted_as_it_is(tmp_path: Path) -> None:
+    """A note written as bare text and committed with git itself, never adopted, stops the
+    memory; `filemem adopt PATH`, as the error offers, takes it as it is (an id and
+    front-matter, `<id>.md`), with no edit first, and verify passes. (A file that cannot be
+    read as it is, like bad YAML, still needs its fix first: the test above.)"""
+    store = _store(tmp_path)
+    bad = f"{SHARED}/tabs.md"
+    (store / bad).write_text("I prefer tabs\n", "utf-8")
+    sha = _person_commit(store, "my note")
+    refused = run_cli("list", store=store)
+    assert refused.returncode == 1 and "STORE_CORRUPT" in refused.stderr
+    assert f"(or `filemem adopt {store / bad}`, which records it as your edit)" in \
+        refused.stderr
+    out = run_cli("adopt", "--yes", store=store)  # no PATH, nothing changed: named
+    assert out.returncode == 0, out.stderr
+    assert f"Adoptable as committed: `filemem adopt {bad}`." in out.stdout
+    [c] = json.loads(run_cli("status", "--json", store=store).stdout)
+    assert (c["path"], c["kind"], c["adoptable"]) == (bad, "invalid", True)
+    assert c["entry"]["text"] == "I prefer tabs"
+    assert "adoptable as committed" in run_cli("status", store=store).stdout
+    out = run_cli("discard", "--yes", bad, store=store)  # nothing to put back: the way on
+    assert out.returncode == 1
+    assert f"`filemem adopt {store / bad}` takes it as it is" in out.stderr
+    assert f"`git -C {store} revert {sha[:10]}`" in out.stderr
+
+    n = _commits(store)
+    out = run_cli("adopt", "--yes", str(store / bad), store=store)
+    assert out.returncode == 0, out.stderr
+    assert "Adopted 1 change in one commit." in out.stdout
+    assert _commits(store) == n + 1
+    [tabs] = [e for e in json.loads(run_cli("list", "--json", store=store).stdout)
+              if e["text"] == "I prefer tabs"]
+    assert tabs["source"] == "hand-edit"
+    assert not (store / bad).exists() and (store / SHARED / f"{tabs['id']}.md").is_file()
+    verify = run_cli("verify", store=store)
+    assert verify.returncode == 0, verify.stdout
+    assert "1 made outside filemem" in verify.stdout
+    assert_clean_repo(store)
+
+
 def test_a_committed_non_entry_file_is_not_a_hand_edit_to_discard(tmp_path: Path) -> None:
     store, bad, _sha, _way = _broken(tmp_path, "not-an-entry")
     coffee = _file(store, "likes coffee")

@@ -112,6 +112,10 @@ def reject(ids: tuple[str, ...], everything: bool, reason: str | None, store_pat
 # ---------------------------------------------------------------- hand edits
 
 
+_AS_IS = ("adoptable as committed: adopting records it as your edit, and gives it an id "
+          "and front-matter")
+
+
 def _status_line(change: Any) -> str:
     mark = {"edited": "M", "added": "A", "deleted": "D"}[change.kind]
     label = change.path
@@ -183,6 +187,8 @@ def status(store_path: str | None, as_json: bool) -> None:
             if c.kind != "invalid":
                 click.echo(f"      you have changed it (below): `filemem adopt "
                            f"{visible(c.path)}` commits your change")
+            elif c.problem is None:
+                click.echo(f"      `filemem adopt {visible(c.path)}`: {_AS_IS}")
         if changes:
             click.echo("")
     if not changes:
@@ -206,9 +212,12 @@ def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
         emit_json([])
         return
     bad = owner.invalid()
+    as_is = [c.path for c in bad if c.kind == "invalid" and c.problem is None]
     click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
         f" Invalid at HEAD: {counted(len(bad), 'committed file')}; `filemem status` shows "
-        "each and how to mend it." if bad else ""))
+        "each and how to mend it." if bad else "") + (
+        f" Adoptable as committed: `filemem adopt {' '.join(map(visible, as_is))}`."
+        if as_is and verb == "adopt" else ""))
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -234,19 +243,24 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     Shows the diff and asks (default No). Each file is validated; a file you wrote from
     scratch gets an id and front-matter. The text is what you typed: the final newline an
     editor adds is the file's, and a file saved with CRLF line ends throughout is read as
-    LF. One commit, with an `edit` audit row per file.
+    LF. One commit, with an `edit` audit row per file. A file you committed with git
+    itself that filemem could not read (bare text, say) is adopted as it is when PATHS
+    name it.
     """
     import sys
 
     with open_owner(store_path) as owner:
         owner.refuse_unfinished_git()  # a git merge's files are not hand edits
-        changes = owner.changes(paths or None)  # budgets: for what was picked, not everything
+        # budgets: for what was picked, not everything
+        changes = owner.changes(paths or None, as_is=True)
         if not changes:
             _nothing(owner, "adopt", as_json)
             return
         bad = [c for c in changes if c.problem]
         for c in changes:
             if not as_json:
+                if c.kind == "invalid":
+                    click.echo(f"{visible(c.path)}: {_AS_IS}", err=True)
                 click.echo(visible(owner.diff(c), keep_newlines=True), nl=False, err=True)
                 for note in c.notes():
                     click.echo(f"  {visible(note)}", err=True)
@@ -368,9 +382,10 @@ def verify(full: bool, store_path: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(report.to_json())
     else:
-        click.echo(f"{report.commits} commits ({report.filemem_commits} by filemem, "
-                   f"{len(report.external)} made outside filemem, {report.merges} merges), "
-                   f"{report.rows} audit rows, {report.entries} entries at HEAD.")
+        click.echo(f"{counted(report.commits, 'commit')} ({report.filemem_commits} by "
+                   f"filemem, {len(report.external)} made outside filemem, "
+                   f"{counted(report.merges, 'merge')}), {counted(report.rows, 'audit row')}, "
+                   f"{counted(report.entries, 'entry', 'entries')} at HEAD.")
         if report.resumed_from is not None:
             click.echo(f"Commits up to {report.resumed_from[:10]} were proved by an earlier "
                        "verify; `filemem verify --full` replays them all again.")

@@ -197,13 +197,16 @@ class Owner:
         return handedits.invalid(self._store, changes)
 
     def changes(self, paths: Iterable[str] | None = None, *,
-                budget_check: bool = True) -> list[Change]:
-        """The changes at ``paths`` (default: all); budgets checked for exactly those."""
+                budget_check: bool = True, as_is: bool = False) -> list[Change]:
+        """The changes at ``paths`` (default: all); budgets checked for exactly those.
+        ``as_is`` (to adopt): a file ``paths`` name that is invalid at HEAD, unchanged and
+        adoptable as it is (bare text committed with git) is one of them."""
         from filemem.owner import handedits
+        from filemem.owner import picked as picking
         changes = handedits.status(self._store, budget_check=False)
         unchanged = [] if paths is None else \
             [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
-        picked = handedits.select(changes, self._store.root, paths, unchanged)
+        picked = picking.select(changes, self._store.root, paths, unchanged, as_is)
         if budget_check:
             handedits.check_budgets(self._store, picked)
         return picked

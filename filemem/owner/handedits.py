@@ -15,7 +15,6 @@ are git's work, not hand edits: status says so (a conflicted file has conflict m
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 import uuid
 from collections.abc import Iterable
@@ -44,6 +43,7 @@ from filemem.files.layout import (
 from filemem.jsstr import utf16_len
 from filemem.model import SCOPES, TRACKS, Entry, iso_ms, now_ms
 from filemem.ops.base import Changes, Replayed, RowRule
+from filemem.owner import picked
 from filemem.rules import findings as checks
 from filemem.store.auditlog import row
 from filemem.store.core import Store
@@ -355,11 +355,30 @@ def invalid(store: Store, changes: list[Change] | None = None) -> list[Change]:
         path = str(problem.details["file"])
         change = changed.get(path)
         if change is None:
-            change = Change(path, "invalid", problem="it is committed as it is; fix it in the "
-                            "working tree, or undo the commit that brought it (see the error)")
+            change = _as_is(store, state, path)
         change.at_head = problem
         found.append(change)
     return found
+
+
+def _as_is(store: Store, state: State, path: str) -> Change:
+    """A file invalid at HEAD and unchanged since, as adopting it as it is would take it: a
+    file a person would have adopted had they not committed it with git (bare text, a
+    front-matter without filemem's keys) gets its id and front-matter, as an added file
+    does; any other keeps the problem that needs a fix first."""
+    fix = ("it is committed as it is; fix it in the working tree, or undo the commit that "
+           "brought it (see the error)")
+    data, odd = worktree.read_checked(store.root, path)
+    if odd is not None or data is None or not is_entry_path(path):
+        return Change(path, "invalid", problem=fix)
+    entry, target, problem = _adoptable(state, path, data, None, now_ms())
+    if entry is not None and (entry.id in state.entries or target in state.blobs):
+        problem = f"id {entry.id} is already used by another entry"
+    if entry is None or problem is not None:
+        return Change(path, "invalid", problem=fix)
+    change = Change(path, "invalid", None, entry, None, data, target)
+    _check_texts(state.config or Config(), [change])
+    return change
 
 
 def _check_texts(cfg: Config, changes: list[Change]) -> None:
@@ -410,67 +429,15 @@ def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
                              f"`filemem discard {shlex.quote(c.path)}`")
 
 
-def select(changes: list[Change], root: str, paths: Iterable[str] | None,
-           unchanged: Iterable[Change] = ()) -> list[Change]:
-    """The changes named by ``paths`` (absolute, store-relative or relative to the current
-    folder; a folder selects what is under it); all of them when ``paths`` is None. When
-    they name none, the error says whether they name files that are invalid at HEAD but
-    ``unchanged`` (from :func:`invalid`), and what mends those."""
-    if paths is None:
-        return changes
-    paths = list(paths)
-
-    def under(rel: str) -> list[Change]:
-        return [c for c in changes
-                if rel == "" or c.path == rel or c.path.startswith(rel.rstrip("/") + "/")]
-
-    picked: list[Change] = []
-    for p in paths:
-        readings = [os.path.abspath(p)]  # relative to the current folder (or absolute)
-        if not os.path.isabs(p):
-            readings.append(os.path.join(root, p))  # relative to the store
-        found = None
-        for full in readings:
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            if rel == ".." or rel.startswith("../"):
-                continue
-            hits = under("" if rel == "." else rel)
-            if hits:
-                found = hits
-                break
-        if found is None and all(os.path.relpath(r, root).startswith("..") for r in readings):
-            raise errors.invalid_input(f"{p} is not inside the store {root}")
-        if found is None and is_editor_file(p.replace(os.sep, "/")):
-            raise errors.invalid_input(
-                f"{p} is an editor's swap, backup or temporary file, not an entry: filemem "
-                "leaves it alone; delete it yourself once no editor has the file open")
-        picked += [c for c in found or () if c not in picked]
-    if not picked:
-        given = {os.path.relpath(full, root).replace(os.sep, "/") for p in paths
-                 for full in (os.path.abspath(p), os.path.join(root, p))}
-        for c in unchanged:
-            if c.path in given and c.at_head is not None:
-                details = c.at_head.details
-                way, hint = str(details.get("wayOut")), errors.adopt_hint(str(details["path"]))
-                if hint in way:  # adopt takes a fix once made: not the file as it is
-                    way = (f"fix the file in your editor, then `filemem adopt "
-                           f"{shlex.quote(str(details['path']))}` commits the fix as your "
-                           f"edit; or, with git: {way.replace(hint, '')}")
-                raise errors.invalid_input(
-                    f"nothing to do for {c.path}: it is as it was committed, and that is "
-                    f"invalid ({details.get('reason')}); mend it first: {way}")
-        raise errors.invalid_input(
-            f"nothing to do for {', '.join(paths)}: no uncommitted change there "
-            "(see `filemem status`)")
-    return picked
-
-
 def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
     """Commit the chosen hand edits as one commit with ``edit`` audit rows (refused while
     a git merge, rebase, ... is unfinished: its files are git's work in progress)."""
     store.refuse_unfinished_git()
     def attempt(txn: Transaction) -> list[Change]:
-        changes = select(status(store, budget_check=False), store.root, paths)
+        found = status(store, budget_check=False)
+        unchanged = [] if paths is None else \
+            [c for c in invalid(store, found) if c.kind == "invalid"]
+        changes = picked.select(found, store.root, paths, unchanged, as_is=True)
         _check_budgets(txn.state, txn.state.config or Config(), changes)
         bad = [c for c in changes if c.problem is not None]
         if bad:
@@ -532,17 +499,22 @@ def _commit(txn: Transaction, changes: list[Change]) -> None:
         files[c.target] = codec.encode(c.after, c.data if has_front_matter else None)
         if c.target != c.path:
             files[c.path] = None  # a hand-named file becomes <id>.md
-            if c.kind == "edited":  # the old file is in git (invalid at HEAD): a row names it
+            if c.kind != "added":  # the old file is in git (invalid at HEAD): a row names it
                 rows.append(row("edit", text=f"moved {c.path}",
                                 outcome=f"{OUTCOME}: moved to {c.target}", source="owner"))
         rows.append(row("edit", track=c.after.track, scope=c.after.scope,
                         entry_id=c.after.id, text=c.after.text,
-                        outcome=f"{OUTCOME}: {c.kind}", source=c.after.source))
+                        outcome=f"{OUTCOME}: {_done(c)}", source=c.after.source))
     subject = f"edit: adopt {len(changes)} hand edit{'s' if len(changes) != 1 else ''}"
-    body = "\n".join(f"{c.kind}: {c.path}" for c in changes)
+    body = "\n".join(f"{_done(c)}: {c.path}" for c in changes)
     allow: dict[str, str | None] = {c.target: None for c in changes if c.target}
     allow.update({c.path: hash_blob(c.data) if c.data is not None else None for c in changes})
     txn.commit_files(files, rows=rows, subject=subject, body=body, allow_dirty=allow)
+
+
+def _done(c: Change) -> str:
+    """What adopting ``c`` did: a file committed invalid and adopted as it is was edited."""
+    return "edited" if c.kind == "invalid" else c.kind
 
 
 def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
@@ -551,7 +523,7 @@ def discard(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
     would quietly resolve git's conflict (`git merge --abort` is the way to undo one)."""
     store.refuse_unfinished_git()
     with store.locked(), private_files():
-        changes = select(status(store), store.root, paths)
+        changes = picked.select(status(store), store.root, paths)
         store.check_writable([c.path for c in changes])  # a folder link: STORE_CORRUPT
         state = store.state()
         index = store.index()
@@ -583,4 +555,4 @@ def sizes(change: Change) -> tuple[int, int]:
 
 
 __all__ = ["Change", "InProgress", "adopt", "check_budgets", "discard", "in_progress",
-           "invalid", "select", "sizes", "status"]
+           "invalid", "sizes", "status"]
