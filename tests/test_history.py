@@ -309,7 +309,7 @@ def test_merges_are_reported(p: filemem.Provider, store_path: Path) -> None:
     assert {e["subject"] for e in report["externalCommits"]} == {"Side notes", "Merge side"}
     assert merge in {e["commit"] for e in report["externalCommits"]}
     assert report["entriesAtHead"] == 3
-    assert "1 merges" in ok("verify", store=store_path)
+    assert "1 merge)" in ok("verify", store=store_path)
 
 
 def test_verify_shows_a_progress_bar_at_a_terminal(p: filemem.Provider,
