@@ -83,6 +83,26 @@ def test_seqs_grow_past_the_last_commits_rows_without_the_counter_in_one_millise
     assert seqs == list(range(seqs[-1] + 4, seqs[-1] - 1, -1))
 
 
+def test_the_ledger_s_newest_seq_follows_appends_by_any_process(
+        provider: filemem.Provider, store_path: Path) -> None:
+    """The ledger's newest seq (the floor every write numbers after) is remembered while
+    the file stays as it was, and read again once any process has appended to it (or a
+    redaction rewrote it): with the counter gone, rows still come after the ledger's."""
+    ledger = provider.store.ledger
+    assert ledger.last_seq() == 0  # no ledger yet
+    provider.add({**UG, "text": "tea at four"}, ctx())
+    provider.snapshot({"sessionId": "s1"})
+    first = ledger.last_seq()
+    assert first == rows_of(provider)[0]["seq"] and ledger.last_seq() == first
+    with filemem.open_store(store_path, write_policy="auto") as other:  # another process
+        other.query({"text": "tea"}, {"sessionId": "s2"})
+        newer = other.audit_list(1)[0]["seq"]
+    assert newer > first and ledger.last_seq() == newer
+    (store_path / ".filemem" / "ledger.lock").unlink()
+    provider.add({**UG, "text": "after the recall"}, ctx())
+    assert rows_of(provider)[0]["seq"] > newer
+
+
 def test_limit(provider: filemem.Provider) -> None:
     for i in range(4):
         provider.add({**UG, "text": f"e{i}"}, ctx())
