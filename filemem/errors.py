@@ -289,10 +289,16 @@ def write_denied(outcome: str, detail: str | None = None, **extra: Any) -> Proto
     )
 
 
-def pending_not_found(pid: str) -> ProtocolError:
+def pending_not_found(pid: str, root: str | None = None) -> ProtocolError:
+    """PROPOSAL_NOT_FOUND, naming the store looked in (an id from another store's message
+    is looked for in the default store when ``--store`` is left out)."""
+    from filemem.location import command
+
+    where = f" of the store {root}" if root is not None else ""
     return ProtocolError(
         PROPOSAL_NOT_FOUND,
-        f'"{pid}" is not a pending approval (see `filemem pending`); nothing was changed',
+        f'"{pid}" is not a pending approval{where} (`{command(root, "pending")}` lists '
+        "them); nothing was changed",
         {"id": pid},
     )
 
@@ -303,10 +309,13 @@ def store_corrupt(path: str, reason: str) -> ProtocolError:
     )
 
 
-def adopt_hint(path: str) -> str:
+def adopt_hint(root: str, path: str) -> str:
     """The part of a bad file's way out that offers ``filemem adopt`` for the fix (``path``:
-    the file's full path), so that a command run on the file unfixed can leave it out."""
-    return f" (or `filemem adopt {shlex.quote(path)}`, which records it as your edit)"
+    the file's full path, in the store at ``root``), so that a command run on the file
+    unfixed can leave it out."""
+    from filemem.location import command
+
+    return f" (or `{command(root, 'adopt', path)}`, which records it as your edit)"
 
 
 def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
@@ -335,7 +344,8 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
         back = f"`git -C {r} checkout {short}~1 -- {p}`, then " if short else ""
         ways.append(f"put the file back and commit it: {back}`git -C {r} commit {p}`")
     else:
-        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}`{adopt_hint(full)}")
+        ways.append(f"fix the file and commit the fix: `git -C {r} commit {p}`"
+                    f"{adopt_hint(root, full)}")
     way_out = ", or ".join(ways)
     kind = "merge commit" if parents > 1 else "commit"
     how = "it was deleted by" if fix == "restore" else "it came in with"

@@ -39,6 +39,18 @@ def user_data_dir() -> str:
     return os.path.join(os.path.expanduser(base), APP)
 
 
+def command(root: str | None, *args: str) -> str:
+    """A filemem command line for a person to run, shell-quoted: ``args``, then ``--store
+    ROOT`` unless ``root`` is where a command without it finds the store (None: that one),
+    so that it works as printed in the same shell."""
+    import shlex
+
+    words = ["filemem", *args]
+    if root is not None and os.path.realpath(root) != os.path.realpath(default_store_path()):
+        words += ["--store", root]
+    return shlex.join(words)
+
+
 def resolve_store_path(path: str | os.PathLike[str] | None) -> str:
     if path is None or os.fspath(path) == "":
         return default_store_path()

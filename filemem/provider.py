@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
-from filemem import errors
+from filemem import errors, location
 from filemem.config import Config
 from filemem.model import DEFAULT_SOURCE, Entry, check_storable, now_ms, validate_object, visible
 from filemem.rules import budgets, envelope
@@ -188,7 +188,8 @@ class Provider:
                 why = f" ({decision.detail})" if decision.detail else ""
                 raise errors.write_denied(
                     "pending", f"nobody could be asked{why}, so the write was staged as "
-                    f"pending approval {pid}; the owner can run `filemem approve {pid}`",
+                    f"pending approval {pid}; the owner can run "
+                    f"`{location.command(self.store.root, 'approve', pid)}`",
                     pendingId=pid)
             self._record(f"{action}-denied", payload, w, decision.label,
                          f"{action}-denied {payload['track']}/{payload['scope']} "

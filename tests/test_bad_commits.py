@@ -240,7 +240,8 @@ def test_repair_commands_work_on_a_store_with_a_bad_commit(tmp_path: Path) -> No
     assert "it is as it was committed" in out.stderr and "not valid YAML" in out.stderr
     assert f"`git -C {store} revert {sha[:10]}`" in out.stderr
     # adopt again is offered only after the fix, not as the way out of itself
-    assert f"fix the file in your editor, then `filemem adopt {store / bad}`" in out.stderr
+    assert (f"fix the file in your editor, then `filemem adopt {store / bad} --store "
+            f"{store}`") in out.stderr
     assert "(or `filemem adopt" not in out.stderr
     assert _commits(store) == n + 1
 
@@ -311,22 +312,24 @@ def test_a_bare_text_file_committed_with_git_is_adopted_as_it_is(tmp_path: Path)
     sha = _person_commit(store, "my note")
     refused = run_cli("list", store=store)
     assert refused.returncode == 1 and "STORE_CORRUPT" in refused.stderr
-    assert f"(or `filemem adopt {store / bad}`, which records it as your edit)" in \
-        refused.stderr
+    printed = f"filemem adopt {store / bad} --store {store}"  # the store named: not default
+    assert f"(or `{printed}`, which records it as your edit)" in refused.stderr
     out = run_cli("adopt", "--yes", store=store)  # no PATH, nothing changed: named
     assert out.returncode == 0, out.stderr
-    assert f"Adoptable as committed: `filemem adopt {bad}`." in out.stdout
+    assert f"Adoptable as committed: `filemem adopt {bad} --store {store}`." in out.stdout
     [c] = json.loads(run_cli("status", "--json", store=store).stdout)
     assert (c["path"], c["kind"], c["adoptable"]) == (bad, "invalid", True)
     assert c["entry"]["text"] == "I prefer tabs"
     assert "adoptable as committed" in run_cli("status", store=store).stdout
     out = run_cli("discard", "--yes", bad, store=store)  # nothing to put back: the way on
     assert out.returncode == 1
-    assert f"`filemem adopt {store / bad}` takes it as it is" in out.stderr
+    assert f"`{printed}` takes it as it is" in out.stderr
     assert f"`git -C {store} revert {sha[:10]}`" in out.stderr
 
     n = _commits(store)
-    out = run_cli("adopt", "--yes", str(store / bad), store=store)
+    out = subprocess.run([sys.executable, "-m", "filemem.cli", *shlex.split(printed)[1:],
+                          "--yes"], capture_output=True, text=True, cwd=tmp_path,
+                         stdin=subprocess.DEVNULL)  # as printed, from another folder
     assert out.returncode == 0, out.stderr
     assert "Adopted 1 change in one commit." in out.stdout
     assert _commits(store) == n + 1

@@ -160,8 +160,9 @@ def test_an_import_waiting_as_a_pending_approval_is_not_staged_again(store: Path
     again = ok("import", "--adapter", HERMES, str(home), store=store)
     n = len(pending[0]["arg"])
     assert again == (f"Nothing to import: {n} entries waiting in pending approval {pid} (see "
-                     f"it with `filemem pending`, import it with `filemem approve {pid}`); "
-                     "nothing was written (--keep-duplicates imports them anyway).\n")
+                     f"it with `filemem pending --store {store}`, import it with `filemem "
+                     f"approve {pid} --store {store}`); nothing was written "
+                     "(--keep-duplicates imports them anyway).\n")
     doc = json.loads(ok("import", "--adapter", HERMES, str(home), "--json", store=store))
     assert {(s["why"], s["pendingId"]) for s in doc["skipped"]} == {("pending", pid)}
     assert len(json.loads(ok("pending", "--json", store=store))) == 1

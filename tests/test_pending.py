@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -203,6 +207,35 @@ def test_unknown_ids_are_proposal_not_found(make_provider: MakeProvider, bad: st
             fn(bad)
         assert info.value.code == "PROPOSAL_NOT_FOUND"
     assert len(Owner(p).pending()) == 1
+
+
+def test_the_commands_a_staged_write_names_work_as_printed(
+        make_provider: MakeProvider, store_path: Path, tmp_path: Path) -> None:
+    """A store that is not the default one is named in the `filemem approve` a staged write
+    prints, so that running it as printed, from another folder, approves it; an id looked
+    for in the wrong store is refused naming the store looked in."""
+    p = make_provider(write_policy="ask")
+    with pytest.raises(filemem.ProtocolError) as info:
+        p.add({**UG, "text": "staged for later"}, ctx())
+    pid = str(info.value.details["pendingId"])
+    printed = f"filemem approve {pid} --store {store_path}"
+    assert f"the owner can run `{printed}`" in info.value.message
+    elsewhere = tmp_path / "elsewhere"  # not a store: the default one for the commands below
+    elsewhere.mkdir()
+    env = {**os.environ, "FILEMEM_HOME": str(elsewhere / "default-store")}
+    env.pop("FILEMEM_STORE", None)
+    wrong = subprocess.run([sys.executable, "-m", "filemem.cli", "approve", pid], env=env,
+                           capture_output=True, text=True, cwd=elsewhere)
+    assert wrong.returncode != 0 and "NO_STORE" in wrong.stderr  # the default store: none
+    out = subprocess.run([sys.executable, "-m", "filemem.cli", *shlex.split(printed)[1:]],
+                         env=env, capture_output=True, text=True, cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    assert texts(p) == ["staged for later"]
+    with pytest.raises(filemem.ProtocolError) as gone:
+        Owner(p).approve(pid)
+    assert gone.value.code == "PROPOSAL_NOT_FOUND"
+    assert f"is not a pending approval of the store {store_path}" in gone.value.message
+    assert f"`filemem pending --store {store_path}` lists them" in gone.value.message
 
 
 def test_two_owners_approving_at_once_write_once(make_provider: MakeProvider) -> None:

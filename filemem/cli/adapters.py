@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import click
 
-from filemem import errors
+from filemem import errors, location
 from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
@@ -253,18 +253,19 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
     if as_json:
         emit_json(result)
         return
-    skipped = result["skipped"]
+    skipped, root = result["skipped"], location.resolve_store_path(store_path)
     if not result["added"]:
-        click.echo(f"Nothing to import: {skipped_line(skipped)}; nothing was written "
+        click.echo(f"Nothing to import: {skipped_line(skipped, root)}; nothing was written "
                    "(--keep-duplicates imports them anyway).")
         return
     click.echo(f"Imported {counted(result['added'], 'entry', 'entries')} via adapter "
                f"{adapter_id} in one commit.")
     if skipped:
-        click.echo(f"Skipped {skipped_line(skipped)} (--keep-duplicates imports them too).")
+        click.echo(f"Skipped {skipped_line(skipped, root)} (--keep-duplicates imports them "
+                   "too).")
 
 
-def skipped_line(skipped: list[SkippedEntry]) -> str:
+def skipped_line(skipped: list[SkippedEntry], root: str | None = None) -> str:
     """``3 already in memory, 1 repeated in the import, 1 imported before, 2 waiting in
     pending approval ID (`filemem pending`, `filemem approve ID`)``."""
     parts = []
@@ -278,8 +279,8 @@ def skipped_line(skipped: list[SkippedEntry]) -> str:
     for pid in ids:
         n = sum(1 for s in skipped if s.get("pendingId", "") == pid)
         parts.append(f"{counted(n, 'entry', 'entries')} waiting in pending approval "
-                     f"{pid} (see it with `filemem pending`, import it with `filemem approve "
-                     f"{pid}`)")
+                     f"{pid} (see it with `{location.command(root, 'pending')}`, import it "
+                     f"with `{location.command(root, 'approve', pid)}`)")
     return ", ".join(parts)
 
 

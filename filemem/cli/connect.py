@@ -7,14 +7,13 @@ module asks, reads the auto-memory folder the way `filemem import` does, and rep
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 from typing import Any
 
 import click
 
-from filemem import errors
+from filemem import errors, location
 from filemem.cli.app import main
 from filemem.cli.common import command, open_store, store_option, write_ctx, yes_option
 from filemem.shown import counted, visible
@@ -139,16 +138,17 @@ def _report_connect(target: Any, root: str, changes: list[Any], claude: str | No
                    "the folder and to approve the .mcp.json server \"filemem\".")
 
 
-def _import_command(folder: str, workspace: str, agent: str) -> str:
-    """The `filemem import` that does what connect's offer does: the same folder, workspace
-    and agent layer."""
-    return shlex.join(["filemem", "import", "--adapter", "claude-code-memory-md", folder,
-                       "--workspace", workspace, "--agent", agent])
+def _import_command(root: str, folder: str, workspace: str, agent: str) -> str:
+    """The `filemem import` that does what connect's offer does: the same folder, workspace,
+    agent layer and store."""
+    return location.command(root, "import", "--adapter", "claude-code-memory-md", folder,
+                            "--workspace", workspace, "--agent", agent)
 
 
-def _way_on(pid: str) -> str:
-    return (f"see it with `filemem pending`, import it with `filemem approve {pid}` (or drop "
-            f"it with `filemem reject {pid}`)")
+def _way_on(root: str, pid: str) -> str:
+    return (f"see it with `{location.command(root, 'pending')}`, import it with "
+            f"`{location.command(root, 'approve', pid)}` (or drop it with "
+            f"`{location.command(root, 'reject', pid)}`)")
 
 
 def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
@@ -162,6 +162,7 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
     if not os.path.isdir(folder):
         return
     workspace = workspace_key_of(target.project)  # the plan's and the hint's, one value
+    root = location.resolve_store_path(store_path)  # named in the commands printed
     try:
         with open_store(store_path, yes=yes) as provider:
             write = write_ctx(workspace, target.agent, None)
@@ -170,7 +171,7 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
             for pid, n in plan.waiting.items():  # staged by an earlier run: not again
                 click.echo(f"The import of {_memories(n)} from Claude Code's auto-memory for "
                            f"this project ({_shown(folder)}) already waits as pending approval "
-                           f"{pid}: {_way_on(pid)}.")
+                           f"{pid}: {_way_on(root, pid)}.")
             if not plan.entries:
                 if plan.already:
                     click.echo(f"Claude Code's auto-memory for this project ({_shown(folder)}) "
@@ -185,13 +186,13 @@ def _offer_import(target: Any, store_path: str | None, yes: bool) -> None:
         if outcome == "pending":
             pid = str(exc.details.get("pendingId"))
             click.echo(f"Not imported yet: nobody could be asked here, so the import waits as "
-                       f"pending approval {pid}: {_way_on(pid)}. Running connect again does "
-                       "not stage it a second time.")
+                       f"pending approval {pid}: {_way_on(root, pid)}. Running connect again "
+                       "does not stage it a second time.")
             return
         why = {"rejected": "you declined", "cancelled": "cancelled"}.get(str(outcome)) or \
             f"{exc.code}: {visible(exc.message, keep_newlines=True)}"
         click.echo(f"Not imported ({why}). To import later: "
-                   f"{_import_command(folder, workspace, target.agent)}", err=True)
+                   f"{_import_command(root, folder, workspace, target.agent)}", err=True)
         return
     click.echo(f"Imported {_memories(result['added'])} from Claude Code's auto-memory in one "
                "commit.")

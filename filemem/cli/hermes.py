@@ -5,12 +5,12 @@ plugin asks for is answered by :mod:`filemem.hermes`)."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from typing import Any
 
 import click
 
+from filemem import location
 from filemem.cli.common import command, store_option
 from filemem.cli.connect import connect, disconnect, hook
 from filemem.shown import visible
@@ -75,13 +75,14 @@ def connect_hermes(agent: str, store_path: str | None) -> None:
         click.echo(f"Hermes runs one external memory provider at a time, so filemem replaces "
                    f"{visible(str(before.value))!r}; `filemem disconnect hermes` puts it back.")
     click.echo("Start a new Hermes session: its system prompt holds your memory snapshot "
-               "(recorded in `filemem audit`), its model has filemem's memory_* tools, and "
-               "what it writes to memory, with those tools or with its own memory tool, waits "
-               "for you in `filemem pending`. Undo with `filemem disconnect hermes`.")
+               f"(recorded in `{location.command(root, 'audit')}`), its model has filemem's "
+               "memory_* tools, and what it writes to memory, with those tools or with its own "
+               f"memory tool, waits for you in `{location.command(root, 'pending')}`. Undo "
+               "with `filemem disconnect hermes`.")
     memories = os.path.join(target.home, "memories")
     if any(os.path.isfile(os.path.join(memories, n)) for n in ("MEMORY.md", "USER.md")):
-        command_line = shlex.join(["filemem", "import", "--adapter", "hermes-memory-md",
-                                   memories + os.sep, "--agent", agent])
+        command_line = location.command(root, "import", "--adapter", "hermes-memory-md",
+                                        memories + os.sep, "--agent", agent)
         click.echo(f"Hermes already keeps memory in {_shown(memories)}: to bring it into "
                    f"filemem (one approval), run: {command_line}")
 

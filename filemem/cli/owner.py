@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from filemem import location
 from filemem.cli.app import main
 from filemem.cli.common import (
     command,
@@ -166,6 +167,7 @@ def status(store_path: str | None, as_json: bool) -> None:
     stderr with --json), and how to finish or undo it. Editors' swap, backup and
     temporary files (.x.md.swp, 4913, x.md~, ...) are not entries and are skipped."""
     with open_owner(store_path) as owner:
+        root = owner.path
         found = owner.git_operation()
         changes = owner.status()
         bad = owner.invalid(changes)
@@ -184,11 +186,12 @@ def status(store_path: str | None, as_json: bool) -> None:
         for c in bad:
             assert c.at_head is not None
             click.echo(f"  ! {visible(c.path)}\n      {visible(c.at_head.message)}")
+            adopt = location.command(root, "adopt", c.path)
             if c.kind != "invalid":
-                click.echo(f"      you have changed it (below): `filemem adopt "
-                           f"{visible(c.path)}` commits your change")
+                click.echo(f"      you have changed it (below): `{visible(adopt)}` commits "
+                           "your change")
             elif c.problem is None:
-                click.echo(f"      `filemem adopt {visible(c.path)}`: {_AS_IS}")
+                click.echo(f"      `{visible(adopt)}`: {_AS_IS}")
         if changes:
             click.echo("")
     if not changes:
@@ -216,7 +219,8 @@ def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
     click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
         f" Invalid at HEAD: {counted(len(bad), 'committed file')}; `filemem status` shows "
         "each and how to mend it." if bad else "") + (
-        f" Adoptable as committed: `filemem adopt {' '.join(map(visible, as_is))}`."
+        " Adoptable as committed: "
+        f"`{visible(location.command(owner.path, 'adopt', *as_is))}`."
         if as_is and verb == "adopt" else ""))
 
 

@@ -5,11 +5,10 @@ folder; and, when they name nothing to do, the error that says why and what mend
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from filemem import errors
+from filemem import errors, location
 from filemem.files.layout import is_editor_file
 
 if TYPE_CHECKING:
@@ -62,8 +61,9 @@ def select(changes: list[Change], root: str, paths: Iterable[str] | None,
         for c in unchanged:
             if c.path in given and c.at_head is not None:
                 details = c.at_head.details
-                way, hint = str(details.get("wayOut")), errors.adopt_hint(str(details["path"]))
-                adopt = f"`filemem adopt {shlex.quote(str(details['path']))}`"
+                full = str(details["path"])
+                way, hint = str(details.get("wayOut")), errors.adopt_hint(root, full)
+                adopt = f"`{location.command(root, 'adopt', full)}`"
                 if hint in way and c.after is not None and c.problem is None:
                     way = (f"{adopt} takes it as it is (it gets an id and front-matter); "
                            f"or, with git: {way.replace(hint, '')}")

@@ -95,6 +95,7 @@ class PendingStore:
     def __init__(self, meta_dir: str,
                  recover: Callable[[], None] | None = None) -> None:
         self.dir = os.path.join(meta_dir, PENDING_DIR)
+        self.root = os.path.dirname(meta_dir)  # the store's, named when an id is not found
         self._recover = recover
         self._held: dict[str, str] = {}  # id -> the claimed file this process holds
 
@@ -182,10 +183,10 @@ class PendingStore:
     def resolve(self, pid: str) -> str:
         """The full id for ``pid`` or a unique prefix of it; PROPOSAL_NOT_FOUND otherwise."""
         if not isinstance(pid, str) or not pid or "/" in pid or "\\" in pid or pid[0] == ".":
-            raise errors.pending_not_found(str(pid))
+            raise errors.pending_not_found(str(pid), self.root)
         ids = [r["id"] for r in self.list() if str(r.get("id", "")).startswith(pid)]
         if len(ids) != 1:
-            raise errors.pending_not_found(pid)
+            raise errors.pending_not_found(pid, self.root)
         return str(ids[0])
 
     def claim(self, pid: str) -> Record:
@@ -195,7 +196,7 @@ class PendingStore:
         try:
             os.rename(self._path(full), claimed)
         except FileNotFoundError:
-            raise errors.pending_not_found(pid) from None
+            raise errors.pending_not_found(pid, self.root) from None
         self._held[full] = claimed
         try:
             record: Record = json.loads(atomic.read_nofollow(claimed))
