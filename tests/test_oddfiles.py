@@ -224,7 +224,8 @@ def test_a_link_to_a_folder_outside_is_listed(store: Path, tmp_path: Path) -> No
 
 def test_files_outside_the_store_s_folders_are_listed_as_git_lists_them(store: Path) -> None:
     """A folder or file a person put at the store's top (git: `?? notes/`) is named by
-    status, refused by adopt, and `filemem discard` deletes it, as it says."""
+    status, left alone by a bare adopt (and refused by one naming it), and `filemem
+    discard` deletes it, as it says."""
     (store / "notes").mkdir()
     (store / "notes" / "x.md").write_text("a note of mine\n")
     (store / "todo.txt").write_text("later\n")
@@ -233,8 +234,11 @@ def test_files_outside_the_store_s_folders_are_listed_as_git_lists_them(store: P
     assert [(c["path"], c["kind"], c["adoptable"]) for c in found] == [
         ("notes/x.md", "added", False), ("todo.txt", "added", False)]
     assert all("not part of the store" in c["problem"] for c in found)
-    assert "cannot adopt notes/x.md: not part of the store" in \
-        clean(fm("adopt", "--yes", store=store), 1)
+    out = clean(fm("adopt", "--yes", store=store), 0)
+    assert "Nothing to adopt." in out and "Left alone, not part of the store" in out
+    out = clean(fm("adopt", "--yes", "notes/x.md", store=store), 1)
+    assert "cannot adopt notes/x.md: not part of the store" in out
+    assert "filemem: INVALID_INPUT: nothing was adopted" in out
     assert git(store, "rev-parse", "HEAD") == head
     clean(fm("discard", "--yes", "notes/x.md", "todo.txt", store=store), 0)
     assert git(store, "status", "--porcelain") == ""
@@ -258,4 +262,34 @@ def test_a_fifo_named_gitignore_is_listed_never_opened(store: Path, where: str) 
     assert found[mine]["adoptable"]
     clean(fm("discard", "--yes", where, mine, store=store), 0)
     assert not (store / mine).exists()
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_a_file_committed_with_git_beside_the_store_s_folders_is_git_s(store: Path) -> None:
+    """A file a person committed with git at the store's top (TODO.txt) is not filemem's:
+    unchanged, no command lists it; changed or deleted, status names it with its way out, a
+    bare adopt commits the other edits and leaves it alone, and `filemem discard` puts it
+    back as committed."""
+    (store / "TODO.txt").write_text("todo\n")
+    git(store, "add", "TODO.txt")
+    git(store, "commit", "-q", "-m", "my todo list")
+    assert json.loads(clean(fm("status", "--json", store=store), 0)) == []
+    (store / "TODO.txt").write_text("todo, and more\n")
+    (store / SHARED_UG / "note.md").write_text("a note of mine\n")
+    found = {c["path"]: c for c in json.loads(clean(fm("status", "--json", store=store), 0))}
+    assert set(found) == {"TODO.txt", f"{SHARED_UG}/note.md"}
+    assert found["TODO.txt"]["kind"] == "edited" and not found["TODO.txt"]["adoptable"]
+    assert "committed with git" in found["TODO.txt"]["problem"]
+    out = clean(fm("adopt", "--yes", store=store), 0)
+    assert "Adopted 1 change in one commit." in out and "Left alone" in out
+    assert "a note of mine" in [e["text"] for e in json.loads(
+        clean(fm("list", "--json", store=store), 0))]
+    assert "cannot adopt TODO.txt" in clean(fm("adopt", "--yes", "TODO.txt", store=store), 1)
+    clean(fm("discard", "--yes", "TODO.txt", store=store), 0)
+    assert (store / "TODO.txt").read_text() == "todo\n"
+    (store / "TODO.txt").unlink()
+    [c] = json.loads(clean(fm("status", "--json", store=store), 0))
+    assert (c["path"], c["kind"]) == ("TODO.txt", "deleted")
+    clean(fm("discard", "--yes", "TODO.txt", store=store), 0)
+    assert (store / "TODO.txt").read_text() == "todo\n"
     assert git(store, "status", "--porcelain") == ""

@@ -209,14 +209,15 @@ def status(store_path: str | None, as_json: bool) -> None:
                "`filemem discard [PATH...]` puts files back as committed.")
 
 
-def _nothing(owner: Owner, verb: str, as_json: bool) -> None:
-    """No file differs from HEAD: say so, and what mends the files invalid at HEAD."""
+def _nothing(owner: Owner, verb: str, as_json: bool, matches: bool = True) -> None:
+    """Nothing to do: say so (``matches``: no file differs from HEAD), and what mends the
+    files invalid at HEAD."""
     if as_json:
         emit_json([])
         return
     bad = owner.invalid()
     as_is = [c.path for c in bad if c.kind == "invalid" and c.problem is None]
-    click.echo(f"Nothing to {verb}: the working tree matches HEAD." + (
+    click.echo(f"Nothing to {verb}" + (": the working tree matches HEAD." if matches else ".") + (
         f" Invalid at HEAD: {counted(len(bad), 'committed file')}; `filemem status` shows "
         "each and how to mend it." if bad else "") + (
         " Adoptable as committed: "
@@ -257,10 +258,23 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
         owner.refuse_unfinished_git()  # a git merge's files are not hand edits
         # budgets: for what was picked, not everything
         changes = owner.changes(paths or None, as_is=True)
+        left = [] if paths else [c for c in changes if c.left_alone]
+        changes = [c for c in changes if c not in left]
         if not changes:
-            _nothing(owner, "adopt", as_json)
+            _nothing(owner, "adopt", as_json, matches=not left)
+            _left_alone(left, as_json)
             return
         bad = [c for c in changes if c.problem]
+        if bad:  # refused before any diff is shown: one line each, and the code
+            if as_json:
+                emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
+                                     "details": {"problems": [c.to_json() for c in bad]}}})
+            for c in bad:
+                click.echo(f"filemem: cannot adopt {visible(c.path)}: {visible(c.problem or '')}",
+                           err=True)
+            if not as_json:
+                click.echo("filemem: INVALID_INPUT: nothing was adopted", err=True)
+            sys.exit(1)
         for c in changes:
             if not as_json:
                 if c.kind == "invalid":
@@ -268,14 +282,6 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
                 click.echo(visible(owner.diff(c), keep_newlines=True), nl=False, err=True)
                 for note in c.notes():
                     click.echo(f"  {visible(note)}", err=True)
-        if bad:
-            if as_json:
-                emit_json({"error": {"code": "INVALID_INPUT", "message": "nothing was adopted",
-                                     "details": {"problems": [c.to_json() for c in bad]}}})
-            for c in bad:
-                click.echo(f"filemem: cannot adopt {visible(c.path)}: {visible(c.problem or '')}",
-                           err=True)
-            sys.exit(1)
         if not _confirm(f"Adopt {counted(len(changes), 'change')}?", yes):
             click.echo("Nothing adopted.", err=True)
             sys.exit(3)
@@ -284,6 +290,16 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
         emit_json([c.to_json() for c in done])
     else:
         click.echo(f"Adopted {counted(len(done), 'change')} in one commit.")
+    _left_alone(left, as_json)
+
+
+def _left_alone(left: list[Any], as_json: bool) -> None:
+    """Say which files a bare `filemem adopt` left as they are: not part of the store."""
+    if left and not as_json:
+        click.echo(f"Left alone, not part of the store (filemem never commits "
+                   f"{'it' if len(left) == 1 else 'them'}): "
+                   f"{', '.join(visible(c.path) for c in left)}; `filemem status` says what "
+                   "to do with each.", err=True)
 
 
 @main.command()

@@ -97,6 +97,10 @@ NOT_AN_ENTRY: Final = ("not an entry file (entry files end in .md, and the track
 OUTSIDE: Final = ("not part of the store, which holds entries under user/ and agent/ and "
                   "its own files at the top: filemem never commits it; move it out "
                   "of the store, or `filemem discard` it (which deletes it)")
+OUTSIDE_COMMITTED: Final = ("committed with git, though not part of the store (which holds "
+                            "entries under user/ and agent/ and its own files at the top): "
+                            "filemem never commits it; commit the change with git, or "
+                            "`filemem discard` it (which puts it back as committed)")
 
 
 
@@ -230,7 +234,8 @@ def check_tree_path(path: str, mode: int = FILE_MODE) -> str | None:
 
 
 __all__ = [
-    "EDITOR_FILES", "ENTRY_ROOTS", "NOT_AN_ENTRY", "OUTSIDE", "SCOPES", "SHARED_DIR", "TOP_FILES",
+    "EDITOR_FILES", "ENTRY_ROOTS", "NOT_AN_ENTRY", "OUTSIDE", "OUTSIDE_COMMITTED", "SCOPES",
+    "SHARED_DIR", "TOP_FILES",
     "check_tree_path", "entry_path", "id_from_path", "in_entry_folder", "is_editor_file",
     "is_entry_path", "is_store_path", "key_dir", "layer_dir", "leaves_folder", "name_problem",
     "path_problem",

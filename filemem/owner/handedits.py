@@ -15,6 +15,7 @@ are git's work, not hand edits: status says so (a conflicted file has conflict m
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import uuid
 from collections.abc import Iterable
@@ -27,11 +28,13 @@ from filemem.config import Config
 from filemem.files import codec, gitstate, worktree
 from filemem.files.codec import CodecError
 from filemem.files.gitindex import GitIndex, hash_blob
+from filemem.files.gitrepo import TREE_MODE
 from filemem.files.gitstate import Unfinished
 from filemem.files.layout import (
     NO_WORKSPACE_DIR,
     NOT_AN_ENTRY,
     OUTSIDE,
+    OUTSIDE_COMMITTED,
     SHARED_DIR,
     TOP_FILES,
     entry_path,
@@ -82,6 +85,12 @@ class Change:
     @property
     def is_entry(self) -> bool:
         return is_entry_path(self.path)
+
+    @property
+    def left_alone(self) -> bool:
+        """A file beside the store's folders, which filemem never commits: a bare `adopt`
+        leaves it as it is (one naming it is refused)."""
+        return self.problem in (OUTSIDE, OUTSIDE_COMMITTED)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "kind": self.kind,
@@ -184,6 +193,20 @@ def _untracked_files(store: Store, tracked: set[str]) -> set[str]:
     from filemem.files import ignores
 
     return ignores.not_ignored(store.git.repo, candidates)
+
+
+def _outside_at_head(store: Store, state: State) -> dict[str, str]:
+    """Files committed at HEAD beside the store's folders and top files (with git: filemem
+    never commits one), by path, with their blobs."""
+    out: dict[str, str] = {}
+    for name, (mode, sha) in store.git.read_tree(state.tree).items():
+        if name in TRACKS or name in STORE_FILES:
+            continue
+        if mode == TREE_MODE:
+            out.update((path, blob) for path, _mode, blob in store.git.walk(sha, f"{name}/"))
+        else:
+            out[name] = sha
+    return out
 
 
 def _keys_from_folder(state: State, path: str) -> tuple[dict[str, Any], str | None]:
@@ -299,7 +322,14 @@ def status(store: Store, *, budget_check: bool = True) -> list[Change]:
     moved = {c.before.id: c.before for c in changes
              if c.kind == "deleted" and c.before is not None}
     seen_ids = {e.id for e in state.entries.values()} - moved.keys()
-    for path in sorted(_untracked_files(store, head_files)):
+    # files a person committed with git beside the store's folders: git's, not filemem's
+    outside = _outside_at_head(store, state)
+    for path, blob in sorted(outside.items()):
+        if not worktree.is_clean(store.root, path, blob, index):
+            kind = "deleted" if not os.path.lexists(worktree.full_path(store.root, path)) \
+                else "edited"
+            changes.append(Change(path, kind, problem=OUTSIDE_COMMITTED))
+    for path in sorted(_untracked_files(store, head_files | outside.keys())):
         if path.split("/", 1)[0] not in TRACKS:  # never read: not the store's
             changes.append(Change(path, "added", problem=OUTSIDE))
             continue
@@ -438,6 +468,8 @@ def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
         unchanged = [] if paths is None else \
             [c for c in invalid(store, found) if c.kind == "invalid"]
         changes = picked.select(found, store.root, paths, unchanged, as_is=True)
+        if paths is None:
+            changes = [c for c in changes if not c.left_alone]
         _check_budgets(txn.state, txn.state.config or Config(), changes)
         bad = [c for c in changes if c.problem is not None]
         if bad:
