@@ -325,7 +325,8 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
     that brought it (when history tells; ``parents``: how many it has, as a merge or the
     first commit is not one to revert) and the way out. ``fix`` is what mends the file
     itself: ``edit`` it, ``remove`` it (not an entry file), ``restore`` it (deleted) or
-    ``move:<path>`` (a valid entry in the wrong place);
+    ``move:<path>`` (a valid entry in the wrong place), ``copy:<path>`` (a copy of the
+    entry at that path, in the wrong place);
     ``more``: how many other files are invalid too."""
     full = os.path.join(root, *rel.split("/"))
     r, p = shlex.quote(root), shlex.quote(rel)
@@ -337,6 +338,9 @@ def bad_file(root: str, rel: str, reason: str, *, commit: str | None = None,
         to = shlex.quote(fix[5:])
         ways.append(f"move it where it belongs and commit that: `git -C {r} mv {p} {to}`, "
                     f"then `git -C {r} commit`")
+    elif fix.startswith("copy:"):
+        ways.append(f"it is a copy of the entry in {shlex.quote(fix[5:])}: take it out and "
+                    f"commit that: `git -C {r} rm {p}`, then `git -C {r} commit`")
     elif fix == "remove":
         ways.append(f"take the file out of the store and commit that: `git -C {r} rm {p}`, "
                     f"then `git -C {r} commit`")

@@ -118,10 +118,21 @@ def _config_deleted(store: Path) -> tuple[str, str]:
     return "filemem.yaml", "checkout {short}~1 -- filemem.yaml`"
 
 
+def _copy_in_wrong_folder(store: Path) -> tuple[str, str]:
+    f = _file(store, "likes tea")
+    folder = store / "user" / "user-global" / key_dir("bob")
+    folder.mkdir()
+    shutil.copy(f, folder / f.name)  # the same entry, as it is, in bob's folder
+    bad = rel(store, folder / f.name)
+    return bad, f"it is a copy of the entry in {rel(store, f)}: take it out and commit " \
+        f"that: `git -C {store} rm {bad}`"
+
+
 BREAKERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     "bad-yaml": _bad_yaml, "bad-id": _bad_id, "wrong-name": _wrong_name,
     "wrong-folder": _wrong_folder, "not-an-entry": _not_an_entry,
-    "duplicate-id": _duplicate_id, "bad-config": _bad_config,
+    "duplicate-id": _duplicate_id, "copy-in-wrong-folder": _copy_in_wrong_folder,
+    "bad-config": _bad_config,
     "config-deleted": _config_deleted,
 }
 
@@ -340,6 +351,26 @@ def test_a_bare_text_file_committed_with_git_is_adopted_as_it_is(tmp_path: Path)
     verify = run_cli("verify", store=store)
     assert verify.returncode == 0, verify.stdout
     assert "1 made outside filemem" in verify.stdout
+    assert_clean_repo(store)
+
+
+@pytest.mark.parametrize("kind", ["wrong-folder", "duplicate-id", "copy-in-wrong-folder"])
+def test_a_misplaced_or_copied_entry_file_deleted_and_adopted_verifies(
+        tmp_path: Path, kind: str) -> None:
+    """The file that is not where its audited entry is (moved to a wrong folder with git, or
+    a copy of the entry in another agent's folder) deleted by hand and `filemem adopt`ed:
+    the store serves again, and verify passes, since the commit's row names the file and no
+    audited entry's file changed without one (the entry itself stays where it is, if it is
+    there)."""
+    store, bad, _sha, _way = _broken(tmp_path, kind)
+    assert run_cli("list", store=store).returncode == 1
+    (store / bad).unlink()
+    out = run_cli("adopt", "--yes", store=store)
+    assert out.returncode == 0, out.stderr
+    texts = [e["text"] for e in json.loads(run_cli("list", "--json", store=store).stdout)]
+    assert ("likes tea" in texts) == (kind != "wrong-folder")  # a copy's entry stays
+    verify = run_cli("verify", store=store)
+    assert verify.returncode == 0, verify.stdout
     assert_clean_repo(store)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -90,11 +90,13 @@ def _decoded(store: Store, blob: str, cache: dict[str, Entry | None]) -> Entry |
 
 def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
                   changes: list[tuple[str, str | None, str | None]],
-                  cache: dict[str, Entry | None]) -> tuple[list[str], Changes]:
+                  cache: dict[str, Entry | None],
+                  where: Mapping[str, str]) -> tuple[list[str], Changes]:
     """Problems with one filemem commit (changes not claimed by a row, claims not held),
-    and what it did to entries. A row about a file written before entry files had a final
-    newline gets, in ``rows`` itself, the text that file reads as now (:func:`_as_read_now`),
-    so the replay that follows agrees with HEAD."""
+    and what it did to entries (``where``: the file of each audited entry before it). A row
+    about a file written before entry files had a final newline gets, in ``rows`` itself,
+    the text that file reads as now (:func:`_as_read_now`), so the replay that follows
+    agrees with HEAD."""
     problems: list[str] = []
     added: dict[str, Entry] = {}
     modified: dict[str, tuple[Entry, Entry]] = {}
@@ -115,8 +117,11 @@ def _check_commit(store: Store, info: CommitInfo, rows: list[AuditRow],
         if new is not None and after is None:
             problems.append(f"{path} is not a valid entry file")
             continue
-        if new is None and before is None:
-            unreadable_deleted.append(path)  # an invalid file removed (filemem adopt)
+        if new is None and (before is None or where.get(before.id) != path):
+            # an invalid file removed (filemem adopt): unreadable, or not the file the
+            # audited entry is in (a copy of it, or the entry moved to a folder it does not
+            # belong in), which no read served
+            unreadable_deleted.append(path)
             continue
         if after is not None and before is not None:
             modified[after.id] = (before, after)
@@ -395,7 +400,8 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None, *,
             else:
                 report.filemem_commits += 1
                 report.rows += len(rows)
-                problems, done = _check_commit(store, info, rows, changes, cache)
+                problems, done = _check_commit(store, info, rows, changes, cache,
+                                               replay.where)
                 sha = info.sha[:12]
                 for problem in problems:  # trailers that do not match the commit: not filemem's
                     report.problems.append({"commit": info.sha, "problem": (

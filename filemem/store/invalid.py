@@ -46,8 +46,8 @@ class InvalidFiles:
             reason = state.corrupt[path]
             blob, fix = state.blobs.get(path), "edit" if is_entry_path(path) else "remove"
             place = self._place(blob) if fix == "edit" and blob else None
-            if place is not None and place != path:
-                fix = f"move:{place}"
+            if place is not None and place != path:  # where it belongs holds it: a copy
+                fix = f"copy:{place}" if place in state.blobs else f"move:{place}"
         key = (state.head, path, blob)
         if key not in self._found:
             if len(self._found) >= _REMEMBER:
