@@ -99,6 +99,28 @@ def test_redaction_of_a_1000_commit_store_reaches_the_remote_and_the_other_clone
     assert remote_traces(m.remote, SECRET) == []
 
 
+def test_two_redactions_before_a_sync_push_over_the_remote_s_value(machines: Machines) -> None:
+    """A second redaction before the sync rewrites the first one's rewritten history: the
+    push still leases the remote's own value (not the first rewrite, which the remote never
+    held), so the first sync pushes, with neither text left anywhere."""
+    m = machines
+    other = "ghp_S3condSecretT0kenAbcdefghijklmnop12"
+    m.a.add({**UG, "text": f"deploy key {SECRET}"}, ctx())
+    m.a.add({**UG, "text": f"token {other}"}, ctx())
+    sync.sync(m.a.store)
+    old_remote = head(m.remote)
+    for text in (SECRET, other):
+        done = run_cli("redact", "--text", text, "--yes", store=m.a_path)
+        assert done.returncode == 0, done.stderr
+    assert head(m.remote) == old_remote
+    out = sync.sync(m.a.store)
+    assert [s["kind"] for s in out.steps] == ["push-redacted"]
+    assert out.steps[0]["from"] == old_remote and head(m.remote) == head(m.a_path)
+    assert traces(m.a_path, SECRET) == [] and traces(m.a_path, other) == []
+    assert remote_traces(m.remote, SECRET) == [] and remote_traces(m.remote, other) == []
+    verify_ok(m.a_path)
+
+
 def test_push_never_clobbers_commits_the_remote_received_meanwhile(machines: Machines) -> None:
     m = machines
     m.a.add({**UG, "text": f"key {SECRET}"}, ctx())

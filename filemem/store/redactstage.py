@@ -84,10 +84,23 @@ def finish_local(store: Store, manifest: dict[str, Any]) -> None:
                   if ref != manifest.get("branch")}
         gitprune.move_refs(store.git.repo, others)
         pushes = read_pushes(store)
-        pushes.update(manifest.get("pushes") or {})
+        for remote, push in (manifest.get("pushes") or {}).items():
+            pushes[remote] = _noted(pushes.get(remote), push)
         if pushes:
             atomic.atomic_write(os.path.join(store.meta, PUSHES),
                                 json.dumps(pushes).encode(), durable=True)
+
+
+def _noted(before: Any, push: dict[str, Any]) -> Any:
+    """The push to a remote a redaction leaves, beside one an earlier redaction left
+    (``before``): a second redaction before a sync rewrote the first one's rewritten
+    history, whose remote is still where the first lease says (its own lease is that
+    rewritten history, which the remote never held)."""
+    if not isinstance(before, dict) or before.get("rewritten") == push.get("rewritten"):
+        return push if not isinstance(before, dict) else before  # (a run again after a kill)
+    if push.get("lease") == before.get("rewritten"):
+        return {**push, "lease": before.get("lease")}
+    return push  # the tracking ref moved meanwhile (a fetch): the remote's value now
 
 
 def drop_cache(store: Store) -> None:
