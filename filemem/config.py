@@ -259,7 +259,9 @@ def load(data: bytes) -> Config:
     except errors.ProtocolError:
         raise
     except Exception as exc:  # YAML errors of any kind, bytes that are not UTF-8
-        raise errors.invalid_input(f"not valid YAML: {exc}") from None
+        said = str(exc)  # the guarded reader's says so itself: "filemem.yaml is not valid..."
+        raise errors.invalid_input(said if "not valid YAML" in said
+                                   else f"not valid YAML: {said}") from None
     schema = raw.get("schema") if isinstance(raw, dict) else None
     if isinstance(schema, int) and not isinstance(schema, bool) and schema > STORE_SCHEMA:
         raise errors.ProtocolError(

@@ -569,7 +569,7 @@ def test_the_keys_of_a_non_shared_folder_come_from_entries_already_there(
     lost = listed[rel(store_path, other / "lost.md")]
     assert lost["adoptable"] is False
     assert "cannot tell the workspaceKey" in lost["problem"]
-    assert "add them to the front-matter" in lost["problem"]
+    assert "add it to the front-matter" in lost["problem"]
     ok("adopt", "--yes", rel(store_path, folder), store=store_path)
     new = [e for e in p.list_entries() if e["text"] == "deploys with fly"]
     assert len(new) == 1

@@ -284,7 +284,7 @@ def test_an_entry_removed_with_git_then_brought_back_is_no_problem_when_filemem_
     report = verify_json(store_path, expect_exit=1)
     [problem] = report["problems"]
     assert problem["commit"] == removal and "removes 1 audited entry" in problem["problem"]
-    assert f"`git revert {removal[:12]}` brings them back" in problem["problem"]
+    assert f"`git revert {removal[:12]}` brings it back" in problem["problem"]
     git(store_path, "revert", "--no-edit", "HEAD")
     assert verify_json(store_path)["problems"] == []
     p.remove({**UG, "match": "temp note"}, ctx())
@@ -520,7 +520,7 @@ def test_an_entry_removed_by_git_and_brought_back_is_no_problem(p: filemem.Provi
     gone = person_commits(store_path, "Drop it")
     report = verify_json(store_path, expect_exit=1)
     assert [pr["commit"] for pr in report["problems"]] == [gone]
-    assert f"`git revert {gone[:12]}` brings them back" in report["problems"][0]["problem"]
+    assert f"`git revert {gone[:12]}` brings it back" in report["problems"][0]["problem"]
     git(store_path, "revert", "--no-edit", gone)  # as that problem says
     assert verify_json(store_path)["ok"] is True
 

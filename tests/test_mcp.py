@@ -387,8 +387,8 @@ def test_arguments_that_do_not_fit_the_schema_are_invalid_input(store: Path, mod
         {"argument": "match", "expected": "a string", "missing": True}]}
     assert tool.error.code == prompt.error.code == resource.error.code == -32602
     assert "memory_add" in tool.error.message and "memory_snapshot" in prompt.error.message
-    assert resource.error.message == ("unknown resource 'filemem://nope'; filemem's resources "
-                                      "are filemem://snapshot")
+    assert resource.error.message == ("unknown resource 'filemem://nope'; filemem's resource "
+                                      "is filemem://snapshot")
     assert person.messages == []
 
 

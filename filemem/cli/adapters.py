@@ -182,7 +182,8 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         if changed and not force:
             raise errors.invalid_input(
                 f"export: {out} already has {', '.join(changed)}; pass --force to overwrite "
-                "them (other files there are left alone); nothing was written")
+                f"{'it' if len(changed) == 1 else 'them'} (other files there are left "
+                "alone); nothing was written")
         make_export_folder(out)
         written = sorted(n for n in files if current.get(n) != files[n])
         for name in written:
@@ -255,8 +256,9 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
         return
     skipped, root = result["skipped"], location.resolve_store_path(store_path)
     if not result["added"]:
+        them = "it" if len(skipped) == 1 else "them"
         click.echo(f"Nothing to import: {skipped_line(skipped, root)}; nothing was written "
-                   "(--keep-duplicates imports them anyway).")
+                   f"(--keep-duplicates imports {them} anyway).")
         return
     click.echo(f"Imported {counted(result['added'], 'entry', 'entries')} via adapter "
                f"{adapter_id} in one commit.")

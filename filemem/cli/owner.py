@@ -441,7 +441,7 @@ def watch(store_path: str | None, as_json: bool) -> None:
         kind = event["event"]
         if kind == "head-moved":
             click.echo(f"{stamp} HEAD moved to {event['commit'][:10]}: {event['subject']} "
-                       f"({event['entries']} entries)")
+                       f"({counted(int(event['entries']), 'entry', 'entries')})")
         elif kind == "hand-edit":
             note = f" - cannot adopt: {event['problem']}" if event.get("problem") else \
                 " - `filemem adopt` to commit it"

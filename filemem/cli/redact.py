@@ -13,6 +13,7 @@ import click
 from filemem import errors
 from filemem.cli.app import main
 from filemem.cli.common import command, emit_json, json_option, open_owner, store_option
+from filemem.shown import counted
 
 
 @main.command()
@@ -55,8 +56,10 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
         emit_json(result)
         return
     click.echo(f"Redacted {result['what']}: {result['commitsRewritten']} of "
-               f"{result['commits']} commits rewritten, {result['ledgerRows']} ledger rows, "
-               f"{result['pendingApprovals']} pending approvals; record {result['record'][:12]}.")
+               f"{counted(result['commits'], 'commit')} rewritten, "
+               f"{counted(result['ledgerRows'], 'ledger row')}, "
+               f"{counted(result['pendingApprovals'], 'pending approval')}; record "
+               f"{result['record'][:12]}.")
     for name in result["remotesToPush"]:
         click.echo(f"  {name} still holds the old history: `filemem sync {name}` rewrites it.")
     click.echo("Copies made before now (other clones, backups) still hold the text.")
@@ -94,7 +97,8 @@ def _describe(summary: dict[str, object]) -> str:
     files = summary["files"]
     assert isinstance(files, list)
     return (f"This removes {summary['what']} from the whole history:\n"
-            f"  {summary['commitsRewritten']} of {summary['commits']} commits rewritten "
+            f"  {summary['commitsRewritten']} of {counted(int(str(summary['commits'])), 'commit')} "
+            "rewritten "
             f"(files: {', '.join(files[:8]) or 'none'}{', ...' if len(files) > 8 else ''})\n"
-            f"  {summary['ledgerRows']} ledger rows, {summary['pendingApprovals']} pending "
-            "approvals")
+            f"  {counted(int(str(summary['ledgerRows'])), 'ledger row')}, "
+            f"{counted(int(str(summary['pendingApprovals'])), 'pending approval')}")

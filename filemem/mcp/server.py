@@ -104,9 +104,11 @@ class FilememServer(MCPServer[Any]):
         try:
             return await super().read_resource(uri, context)
         except ResourceNotFoundError:  # the SDK's says only "Unknown resource: <uri>"
-            known = ", ".join(str(r.uri) for r in await self.list_resources())
+            known = [str(r.uri) for r in await self.list_resources()]
+            which = "resource is" if len(known) == 1 else "resources are"
             raise ResourceNotFoundError(
-                f"unknown resource {str(uri)!r}; filemem's resources are {known}") from None
+                f"unknown resource {str(uri)!r}; filemem's {which} {', '.join(known)}"
+            ) from None
 
 
 SNAPSHOT_RESOURCE: Final = Resource(

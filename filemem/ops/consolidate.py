@@ -22,6 +22,7 @@ from filemem.ops.base import (
     search_for,
 )
 from filemem.session import Writer
+from filemem.shown import counted
 from filemem.store.auditlog import one_line, row
 from filemem.store.transaction import Transaction
 from filemem.types import AuditRow, ConsolidateResult, Payload
@@ -74,7 +75,8 @@ def prepare(core: Core, input: Any, w: Writer) -> Prepared:
                         session_id=w.session_id))
         body = "\n\n".join([f"removed:\n{t.text}" for t in current] + [f"new:\n{text}"])
         txn.commit(puts=[entry], deletes=current, rows=rows, body=body,
-                   subject=f"consolidate {track}/{scope}: {len(current)} entries into "
+                   subject=f"consolidate {track}/{scope}: "
+                           f"{counted(len(current), 'entry', 'entries')} into "
                            f"{one_line(text, 40)}")
         return {"removed": removed, "entry": core.protocol(entry),
                 "usage": core.usage(txn.state, track, scope)}

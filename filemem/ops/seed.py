@@ -24,6 +24,7 @@ from filemem.ops.base import (
 )
 from filemem.rules import budgets
 from filemem.session import Writer
+from filemem.shown import counted
 from filemem.store.auditlog import row
 from filemem.store.transaction import Transaction
 from filemem.types import AuditRow, Payload, SeedResult
@@ -68,7 +69,8 @@ def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
             rows += [row("add", track=e.track, scope=e.scope, entry_id=e.id, text=e.text,
                          outcome=decision.label, source=e.source, session_id=w.session_id)
                      for e in made]
-            txn.commit(puts=made, rows=rows, subject=f"{verb} {len(made)} entries",
+            txn.commit(puts=made, rows=rows,
+                       subject=f"{verb} {counted(len(made), 'entry', 'entries')}",
                        body=summary)
             return {"added": len(made), "entries": [core.protocol(e) for e in made]}
 
@@ -78,7 +80,10 @@ def preparer(verb: str) -> Callable[[Core, Any, Writer], Prepared]:
 
 
 def _title(p: Payload) -> str:
-    return f"Write {p.get('count')} new memory entries in one commit:"
+    count = p.get("count")
+    entries = counted(count, "new memory entry", "new memory entries") \
+        if isinstance(count, int) else f"{count} new memory entries"
+    return f"Write {entries} in one commit:"
 
 
 SEED = Operation("seed", preparer("seed"), _title, {"seed": SUMMARY}, bridge_param="inputs")

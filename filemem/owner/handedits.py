@@ -270,7 +270,8 @@ def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
     missing = [k for k in ("workspaceKey", "agentKey") if k not in values and k not in defaults]
     if missing:
         return None, None, (f"cannot tell the {' and '.join(missing)} from the folders of "
-                            f"{path}; add them to the front-matter")
+                            f"{path}; add {'it' if len(missing) == 1 else 'them'} to the "
+                            "front-matter")
     try:
         entry = codec.complete(values, body, defaults)
     except CodecError as exc:

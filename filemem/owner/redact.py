@@ -267,8 +267,9 @@ def _commit(store: Store, p: Plan) -> dict[str, Any]:
     tree = git.commit(new_head).tree
     pending = PendingObjects()
     record_row = row(ACTION, entry_id=p.needles.entry_id, source="owner", outcome=(
-        f"redacted {p.what} from the whole history: {rw.rewritten} commits rewritten, "
-        f"{len(p.ledger)} ledger rows, {len(p.pending)} pending approvals; hash "
+        f"redacted {p.what} from the whole history: {counted(rw.rewritten, 'commit')} "
+        f"rewritten, {counted(len(p.ledger), 'ledger row')}, "
+        f"{counted(len(p.pending), 'pending approval')}; hash "
         f"{p.needles.digest()}; by {_by_whom()}"))
     body = "\n".join([
         f"Redacted {p.what}: every commit that held it was rewritten.",
