@@ -38,6 +38,9 @@ class Person:
     async def __call__(self, context: Any, params: t.ElicitRequestParams) -> t.ElicitResult:
         assert isinstance(params, t.ElicitRequestFormParams)
         assert params.requested_schema["required"] == ["decision"]
+        # what a client may show the person: about the write, not about filemem's code
+        assert params.requested_schema.get("description") in (
+            None, "Approve or decline this memory write.")  # (the newer era sends none)
         self.messages.append(params.message)
         answer = self.answers.pop(0)
         while callable(answer):

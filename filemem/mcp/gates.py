@@ -25,9 +25,10 @@ GATE_NAME: Final = "MCP elicitation"
 # ---------------------------------------------------------------- what the human answers
 
 
+# the elicitation form: one explicit choice, no default, so a stray accept approves
+# nothing by accident. The docstring is the form's description, which a client may show
 class Approval(BaseModel):
-    """The elicitation form: one explicit choice, no default, so a stray accept approves
-    nothing by accident."""
+    """Approve or decline this memory write."""
 
     decision: Literal["approve", "decline"] = Field(
         title="Write this to memory?",
