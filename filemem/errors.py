@@ -209,7 +209,7 @@ def grows_past_budget(details: Mapping[str, Any]) -> int | None:
 
 def searched(scope: str, workspace_key: str | None, agent_key: str) -> str:
     """What a match was looked for in, for a person: the agent layers and the workspace."""
-    who = (f'the shared layer and agent {js_json(agent_key)}\'s' if agent_key
+    who = (f'the shared layer and agent {js_json(agent_key)}\'s layer' if agent_key
            else "the shared layer")
     where = f" of workspace {js_json(workspace_key)}" if scope == "workspace" and \
         workspace_key is not None else ""

@@ -463,7 +463,7 @@ def test_a_match_in_another_layer_the_writer_sees_is_named(provider: filemem.Pro
     # a coder session sees its own layer too
     err = expect("ENTRY_NOT_FOUND", lambda: provider.remove(
         {**UG, "match": "debian"}, ctx(cwd="/w/api", agent="coder")))
-    assert '(searched the shared layer and agent "coder"\'s); nothing' in err.message
+    assert '(searched the shared layer and agent "coder"\'s layer); nothing' in err.message
     assert [(p["scope"], p["agentKey"], p["entries"]) for p in err.details["elsewhere"]] == [
         ("user-global", "", 1), ("user-global", "coder", 1), ("workspace", "", 1)]
     assert "agent \"coder\"'s layer: 1 entry" in err.message
