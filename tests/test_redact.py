@@ -252,7 +252,7 @@ def test_a_text_from_stdin_is_confirmed_on_the_terminal(secret_store: Path,
     assert "4 of" in shown and "commits rewritten" in shown and "Redact it?" in shown
     assert SECRET not in shown + out + err
     if answer == b"n\n":
-        assert code == 1 and "Nothing was changed" in err
+        assert code == 3 and "Nothing was changed" in err  # not approved
         assert fingerprint(store) == before
     else:
         assert code == 0, err

@@ -12,7 +12,14 @@ import click
 
 from filemem import errors
 from filemem.cli.app import main
-from filemem.cli.common import command, emit_json, json_option, open_owner, store_option
+from filemem.cli.common import (
+    EXIT_DENIED,
+    command,
+    emit_json,
+    json_option,
+    open_owner,
+    store_option,
+)
 from filemem.shown import counted
 
 
@@ -50,7 +57,7 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
                                        "ledger, pending approvals); nothing was changed")
         if not yes and not _confirm(_describe(summary), from_stdin):
             click.echo("Nothing was changed.", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_DENIED)  # not approved, as a declined write
         result = owner.redact(entry_id, text)
     if as_json:
         emit_json(result)
