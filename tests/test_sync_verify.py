@@ -248,7 +248,7 @@ def test_commits_made_with_git_on_one_side_of_a_sync_merge(m: Machines) -> None:
     for p in (m.a, m.b):
         found = [x for x in problems(p) if "removes 1 audited entry" in x["problem"]]
         assert [x["commit"] for x in found] == [removal]
-        assert f"`git revert {removal[:12]}` brings them back" in found[0]["problem"]
+        assert f"`git revert {removal[:12]}` brings it back" in found[0]["problem"]
         assert len(problems(p)) == 1
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from filemem import location
 from filemem.errors import SyncError
 from filemem.files.gitrepo import GitRepo
 from filemem.owner import gitwalk
@@ -104,7 +105,8 @@ def check_lease(store: Store, remote: Remote, pending: dict[str, str]) -> bool:
         "another machine pushed commits made on the history from before the redaction, "
         "which may hold the redacted text again. Nothing was pushed or fetched. To keep "
         f"them: `git -C {store.root} fetch {remote.name}`, then run the same `filemem "
-        "redact` again (it rewrites the fetched commits as well), then `filemem sync`",
+        "redact` again (it rewrites the fetched commits as well), then "
+        f"`{location.command(store.root, 'sync', remote.name)}`",
         {"remote": remote.name, "lease": pending["lease"], "remoteCommit": current})
 
 
@@ -119,7 +121,8 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
             "REMOTE_HOLDS_REDACTED", f"{remote.name}/main ({theirs[:12]}) has commits of the "
             "history from before a redaction made here, which may hold the redacted text. "
             "Nothing was merged or pushed. Run the same `filemem redact` again (it rewrites "
-            f"the fetched commits of {remote.name} as well), then `filemem sync`",
+            f"the fetched commits of {remote.name} as well), then "
+            f"`{location.command(store.root, 'sync', remote.name)}`",
             {"remote": remote.name, "remoteCommit": theirs})
     records = _records(git, theirs, ours)
     roots = {root for r in records for root in r.roots}
@@ -133,8 +136,9 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
         "LOCAL_HOLDS_REDACTED", f"{remote.name}/main was redacted (record {record}: `git show "
         f"{record}` says what), and this store has commits of its own made on the history "
         "from before it, which may hold the redacted text. Nothing was merged or pushed. "
-        "Run the same `filemem redact` here (the entry id or the text), then `filemem "
-        "sync`: the rewritten histories then meet",
+        "Run the same `filemem redact` here (the entry id or the text), then "
+        f"`{location.command(store.root, 'sync', remote.name)}`: the rewritten histories "
+        "then meet",
         {"remote": remote.name, "record": records[0].sha})
 
 
