@@ -525,3 +525,17 @@ def test_metadata_rules() -> None:
             validate_meta(bad)
         assert info.value.code == "INVALID_INPUT" and needle in info.value.message, bad
     assert validate_meta(None) == () and validate_meta({}) == ()
+
+
+@pytest.mark.parametrize(("head", "said"), [
+    ("track: nope", "track must be one of user|agent (got 'nope')"),
+    ("scope: everywhere", "scope must be one of user-global|workspace (got 'everywhere')"),
+    ("track: user", "front-matter is missing id, scope,"),
+])
+def test_a_hand_written_file_s_wrong_track_or_scope_is_named_before_missing_keys(
+        head: str, said: str) -> None:
+    """A file a person wrote gives a key or two (adopting fills in the rest): a wrong
+    value among them is what to mend, so it is named first."""
+    with pytest.raises(CodecError) as info:
+        decode(f"---\n{head}\n---\na note\n".encode())
+    assert said in str(info.value)

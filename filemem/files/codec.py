@@ -379,17 +379,19 @@ def _string(key: str, value: Any, *, allow_empty: bool = True) -> str:
 
 
 def _entry(values: dict[str, Any], text_bytes: bytes) -> Entry:
+    # a wrong track or scope first: a hand-written file often gives only those (the rest is
+    # filled in when it is adopted), and that is what its writer has to mend
+    track, scope = values.get("track", "user"), values.get("scope", "workspace")
+    if track not in TRACKS:
+        raise CodecError(f"track must be one of user|agent (got {track!r})")
+    if scope not in SCOPES:
+        raise CodecError(f"scope must be one of user-global|workspace (got {scope!r})")
     missing = [k for k in FIELDS if k not in values]
     if missing:
         raise CodecError(f"front-matter is missing {', '.join(missing)}")
     eid = values["id"]
     if not isinstance(eid, str) or not UUID_RE.match(eid):
         raise CodecError(f"id must be a UUID v4 (got {eid!r})")
-    track, scope = values["track"], values["scope"]
-    if track not in TRACKS:
-        raise CodecError(f"track must be one of user|agent (got {track!r})")
-    if scope not in SCOPES:
-        raise CodecError(f"scope must be one of user-global|workspace (got {scope!r})")
     workspace_key = _string("workspaceKey", values["workspaceKey"])
     agent_key = _string("agentKey", values["agentKey"])
     if scope == "user-global" and workspace_key:
