@@ -97,6 +97,10 @@ class Mem0:
         def bad(message: str) -> ProtocolError:
             return payload_error(ID, f"{where}: {message}", item=index)
 
+        if isinstance(item, str):  # {"facts": ["..."]}: what mem0's extraction step returns
+            raise bad('is a plain string: this is mem0\'s extraction output, not its stored '
+                      'memories; export those (get_all: a list of {"memory": ...} objects, or '
+                      '{"results": [...]}) and import that')
         if not isinstance(item, Mapping):
             raise bad('must be an object with a non-empty "memory" string')
         text = item.get("memory")

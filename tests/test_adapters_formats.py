@@ -418,7 +418,10 @@ def test_mem0_refusals_name_the_item() -> None:
                            '"memory" string')
     assert err.details["item"] == 1
     err = refused(MEM0, {"facts": [{"memory": "ok"}, "text"]})
-    assert err.message.startswith('adapter "mem0": facts[1]: ')
+    assert err.message.startswith('adapter "mem0": facts[1]: is a plain string: this is '
+                                  "mem0's extraction output, not its stored memories")
+    for strings in (["a", "b"], {"facts": ["a", "b"]}):  # the extraction step's output, said so
+        assert "mem0's extraction output" in refused(MEM0, strings).message
     uid = "3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8"
     err = refused(MEM0, [{"memory": "m", "user_id": uid}])
     assert "item 0: user_id cannot be kept as a tag" in err.message
