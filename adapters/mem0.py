@@ -88,6 +88,11 @@ class Mem0:
                     return payload[key], key
             if "messages" in payload:
                 raise payload_error(ID, f'the payload is {_TRANSCRIPT}')
+            if isinstance(payload.get("text"), str) and set(payload) <= {"text", "file", "path"}:
+                raise payload_error(  # what `filemem import` makes of a .md or .txt file
+                    ID, "the file was read as text (a name ending in .md, .markdown or .txt "
+                    "is read as text, not JSON): mem0's memories are JSON; give the file a "
+                    ".json name (or none) and import it again")
         raise payload_error(
             ID, 'payload must be a list of memories, {"results": [...]} (mem0 get_all, also '
             'the platform\'s paginated {count, next, previous, results}) or {"facts": [...]}')

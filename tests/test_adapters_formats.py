@@ -422,6 +422,8 @@ def test_mem0_refusals_name_the_item() -> None:
                                   "mem0's extraction output, not its stored memories")
     for strings in (["a", "b"], {"facts": ["a", "b"]}):  # the extraction step's output, said so
         assert "mem0's extraction output" in refused(MEM0, strings).message
+    err = refused(MEM0, {"text": '[{"memory": "m"}]', "file": "mem0.txt"})  # a .txt file
+    assert "read as text" in err.message and "give the file a .json name" in err.message
     uid = "3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8"
     err = refused(MEM0, [{"memory": "m", "user_id": uid}])
     assert "item 0: user_id cannot be kept as a tag" in err.message
