@@ -116,6 +116,25 @@ SHAPES = {
     "null values kept as written": "a: ~\nb:\nc: null\nmemory:\n  provider:\n",
 }
 
+def test_connect_offers_hermes_own_memory_until_it_is_in_filemem(home: Path,
+                                                                  store: Path) -> None:
+    """Hermes' own MEMORY.md / USER.md: connect names the import (with this store), and
+    once that import is done, says the memory is in filemem instead of offering it again."""
+    memories = home / "memories"
+    memories.mkdir()
+    (memories / "MEMORY.md").write_text("Deploys go through staging first\n", encoding="utf-8")
+    out = cli(home, "connect", "hermes", store=store)
+    assert out.returncode == 0, out.stderr
+    offered = f"filemem import --adapter hermes-memory-md {memories}/ --agent hermes --store " \
+        f"{store}"
+    assert f"run: {offered}" in out.stdout
+    assert cli(home, *offered.split()[1:], "--yes").returncode == 0  # as printed
+    assert cli(home, "disconnect", "hermes").returncode == 0
+    again = cli(home, "connect", "hermes", store=store)
+    assert again.returncode == 0, again.stderr
+    assert "is already in filemem" in again.stdout and "filemem import" not in again.stdout
+
+
 
 @pytest.mark.parametrize("text", list(SHAPES.values()), ids=list(SHAPES))
 def test_config_shapes_round_trip_byte_for_byte(home: Path, store: Path, text: str) -> None:

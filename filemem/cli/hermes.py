@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from filemem import location
+from filemem import errors, location
 from filemem.cli.common import command, store_option
 from filemem.cli.connect import connect, disconnect, hook
 from filemem.shown import visible
@@ -81,10 +81,35 @@ def connect_hermes(agent: str, store_path: str | None) -> None:
                "with `filemem disconnect hermes`.")
     memories = os.path.join(target.home, "memories")
     if any(os.path.isfile(os.path.join(memories, n)) for n in ("MEMORY.md", "USER.md")):
+        left = _not_imported(root, memories, agent)
+        if left == 0:
+            click.echo(f"Hermes' own memory in {_shown(memories)} is already in filemem.")
+            return
         command_line = location.command(root, "import", "--adapter", "hermes-memory-md",
                                         memories + os.sep, "--agent", agent)
         click.echo(f"Hermes already keeps memory in {_shown(memories)}: to bring it into "
                    f"filemem (one approval), run: {command_line}")
+
+
+def _not_imported(root: str, memories: str, agent: str) -> int | None:
+    """How many of Hermes' own memories `filemem import` would add (what is in memory
+    already, or waits in a pending approval, is left out: filemem.owner.imports); None if
+    that cannot be told (a file the adapter refuses: the import then says why)."""
+    import filemem
+    from filemem.adapters import default_registry
+    from filemem.cli.adapters import read_payload
+    from filemem.cli.common import write_ctx
+    from filemem.owner import imports
+
+    try:
+        with filemem.open_store(root) as provider:
+            entries = default_registry().adapt("hermes-memory-md",
+                                               read_payload(memories + os.sep))
+            todo, _skipped = imports.plan(provider, entries, write_ctx(None, agent, None),
+                                          adapter_id="hermes-memory-md")
+    except (errors.FilememError, OSError):
+        return None
+    return len(todo)
 
 
 @disconnect.command("hermes", epilog=_home_help())
