@@ -416,7 +416,8 @@ def test_a_miss_names_other_layers_the_session_sees_and_nothing_else(
     assert e["details"]["elsewhere"] == [{"track": "agent", "scope": "workspace",
                                           "workspaceKey": str(proj), "agentKey": "",
                                           "entries": 1}]
-    assert f'searched the shared layer and agent "coder"\'s layer of workspace "{proj}"' in e["message"]
+    assert f'searched the shared layer and agent "coder"\'s layer of workspace "{proj}"' \
+        in e["message"]
     assert "it is in agent/workspace" in e["message"] and "details.elsewhere" in e["hint"]
     # another workspace's entry and another agent's are not this session's to know of
     assert "elsewhere" not in e["message"] and "reviewer" not in json.dumps(e)
