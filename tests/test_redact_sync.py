@@ -121,6 +121,22 @@ def test_two_redactions_before_a_sync_push_over_the_remote_s_value(machines: Mac
     verify_ok(m.a_path)
 
 
+def test_a_local_remote_that_denies_rewriting_its_history_keeps_it(machines: Machines) -> None:
+    """receive.denyNonFastForwards on a bare remote on this machine: the redacted history's
+    push is refused there as `git push --force` is (PUSH_REJECTED), and the remote keeps its
+    history; the store keeps the push to make."""
+    m = machines
+    m.a.add({**UG, "text": f"deploy key {SECRET}"}, ctx())
+    sync.sync(m.a.store)
+    git(m.remote, "config", "receive.denyNonFastForwards", "true")
+    before = head(m.remote)
+    assert run_cli("redact", "--text", SECRET, "--yes", store=m.a_path).returncode == 0
+    with pytest.raises(SyncError) as info:
+        sync.sync(m.a.store)
+    assert info.value.code == "PUSH_REJECTED"
+    assert head(m.remote) == before
+
+
 def test_push_never_clobbers_commits_the_remote_received_meanwhile(machines: Machines) -> None:
     m = machines
     m.a.add({**UG, "text": f"key {SECRET}"}, ctx())

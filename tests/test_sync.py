@@ -553,3 +553,22 @@ def test_merge_base_does_not_depend_on_commit_times(tmp_path: Path) -> None:
         later = commit([merged], f"later {i}", behind)
         assert merge_base(git_repo, later, a2) == a2
     git_repo.close()
+
+
+def test_a_local_remote_s_own_push_rules_are_kept(machines: Machines) -> None:
+    """A bare remote on this machine with a hook git runs on a push (pre-receive) refuses
+    filemem's push as it refuses `git push`: PUSH_REJECTED, the remote as it was. Without
+    the hook the same sync pushes."""
+    m = machines
+    hook = m.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = head(m.remote)
+    m.a.add({**UG, "text": "refused by the remote's hook"}, ctx())
+    with pytest.raises(filemem.errors.SyncError) as info:
+        fsync.sync(m.a.store)
+    assert info.value.code == "PUSH_REJECTED" and "hook declined" in info.value.message
+    assert head(m.remote) == before
+    hook.unlink()
+    fsync.sync(m.a.store)
+    assert head(m.remote) == head(m.a_path)

@@ -328,6 +328,10 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
     local = _local_path(client, path)
     target = _check_local_target(git, remote) if local is not None else None
     before = pack_names(target) if target is not None else set()
+    if target is not None and _receive_rules(target):
+        from dulwich.client import SubprocessGitClient
+
+        client = SubprocessGitClient()  # `git receive-pack` there: its hooks and settings
     repo = git.repo
     moved: list[Any] = []
 
@@ -422,6 +426,29 @@ def refuse_working_store(git: GitRepo, remote: Remote, *, adding: bool = False
     raise SyncError("BAD_REMOTE", f"{remote.url} is a working store with {BRANCH} checked out: "
                     f"pushing there would leave its files behind its branch, so `filemem sync` "
                     f"never does; {then}")
+
+
+_RECEIVE_HOOKS: Final = ("pre-receive", "update", "post-receive", "post-update",
+                         "reference-transaction", "proc-receive")
+
+
+def _receive_rules(git_dir: str) -> bool:
+    """Whether a local remote has rules of its own for what it receives: a hook git runs
+    on a push, or a ``receive.*`` setting (``denyNonFastForwards``, ...). A push there then
+    goes through ``git receive-pack``, which keeps them, as ``git push`` and a push over ssh
+    do; one without them is written in process (quicker, and the same)."""
+    from dulwich.repo import Repo
+
+    with contextlib.closing(Repo(git_dir)) as repo:
+        config = repo.get_config()
+        try:
+            hooks = os.fsdecode(config.get((b"core",), b"hooksPath"))
+        except KeyError:
+            hooks = "hooks"
+        receive = any(section == (b"receive",) for section in config.sections())
+    hooks = os.path.join(git_dir, os.path.expanduser(hooks))
+    return receive or any(os.access(os.path.join(hooks, name), os.X_OK)
+                          for name in _RECEIVE_HOOKS)
 
 
 def _check_local_target(git: GitRepo, remote: Remote) -> str:
