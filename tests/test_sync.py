@@ -572,3 +572,17 @@ def test_a_local_remote_s_own_push_rules_are_kept(machines: Machines) -> None:
     hook.unlink()
     fsync.sync(m.a.store)
     assert head(m.remote) == head(m.a_path)
+
+
+def test_with_several_remotes_and_no_origin_sync_uses_the_one_main_tracks(
+        tmp_path: Path) -> None:
+    """Remotes usb and usb2, none called origin: with no argument `filemem sync` uses the
+    one `main` tracks (set when usb was added first), as `git pull` does."""
+    usb, usb2 = bare_remote(tmp_path / "usb.git"), bare_remote(tmp_path / "usb2.git")
+    with filemem.open_store(tmp_path / "A", create=True, write_policy="auto") as p:
+        fremotes.add_remote(p.store, "usb", str(usb))
+        fremotes.add_remote(p.store, "usb2", str(usb2))
+        assert fremotes.upstream(p.store.git) == "usb"
+        p.add({**UG, "text": "synced to the tracked remote"}, ctx())
+        fsync.sync(p.store)
+        assert head(usb, "refs/heads/main") == head(tmp_path / "A")

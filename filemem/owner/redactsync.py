@@ -120,7 +120,8 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
         raise SyncError(
             "REMOTE_HOLDS_REDACTED", f"{remote.name}/main ({theirs[:12]}) has commits of the "
             "history from before a redaction made here, which may hold the redacted text. "
-            "Nothing was merged or pushed. Run the same `filemem redact` again (it rewrites "
+            f"Nothing was merged or pushed; the fetched commits stay in {remote.name}/main "
+            "until then. Run the same `filemem redact` again (it rewrites "
             f"the fetched commits of {remote.name} as well), then "
             f"`{location.command(store.root, 'sync', remote.name)}`",
             {"remote": remote.name, "remoteCommit": theirs})
@@ -131,7 +132,10 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
     tips = {t for r in records for t in r.old_tips} | ({tracking_before} - {None})
     if any(_ancestor(git, ours, tip) for tip in tips if tip):
         return True
-    record = records[0].sha[:12]
+    # the redaction that rewrote the history this store's own commits sit on
+    found = next((r for r in records if any(_ancestor(git, root, ours) for root in r.roots)),
+                 records[0])
+    record = found.sha[:12]
     raise SyncError(
         "LOCAL_HOLDS_REDACTED", f"{remote.name}/main was redacted (record {record}: `git show "
         f"{record}` says what), and this store has commits of its own made on the history "
@@ -139,7 +143,7 @@ def arriving(store: Store, remote: Remote, ours: str, theirs: str,
         "Run the same `filemem redact` here (the entry id or the text), then "
         f"`{location.command(store.root, 'sync', remote.name)}`: the rewritten histories "
         "then meet",
-        {"remote": remote.name, "record": records[0].sha})
+        {"remote": remote.name, "record": found.sha})
 
 
 def forget(store: Store) -> None:

@@ -177,7 +177,8 @@ def _has(config: Any, section: tuple[bytes, ...], key: bytes) -> bool:
 
 
 def pick_remote(git: GitRepo, name: str | None) -> Remote:
-    """The remote to sync with: ``name``, else the only one, else ``origin``."""
+    """The remote to sync with: ``name``, else the only one, else ``origin``, else the one
+    ``main`` tracks (``branch.main.remote``: the one ``git pull`` uses)."""
     known = remotes(git)
     if not known:
         raise SyncError("NO_REMOTE", "this store has no remote to sync with; add one with "
@@ -193,8 +194,12 @@ def pick_remote(git: GitRepo, name: str | None) -> Remote:
         return known[0]
     if "origin" in by_name:
         return by_name["origin"]
-    raise SyncError("NO_REMOTE", "this store has several remotes and none is called origin; "
-                                 f"name one: filemem sync {known[0].name}")
+    tracked = upstream(git)
+    if tracked in by_name:
+        return by_name[tracked]
+    raise SyncError("NO_REMOTE", "this store has several remotes, none is called origin and "
+                                 f"main tracks none of them; name one: filemem sync "
+                                 f"{known[0].name}")
 
 
 # ---------------------------------------------------------------- transport
