@@ -46,7 +46,7 @@ from filemem.toolspec import (
     TOOL_SOURCE,
     TRACK_DOC,
     WRITE_METHODS,
-    ArgumentProblem,
+    argument_problems,
     entry_out,
     error_object,
     invalid_arguments,
@@ -239,9 +239,7 @@ class HermesService:
             args = {}
         if not isinstance(args, dict):
             raise errors.invalid_input(f"{tool.name} takes an object of arguments")
-        found = [ArgumentProblem((k,), unknown=True) for k in args if k not in tool.args]
-        found += [ArgumentProblem((k,), missing=True) for k in tool.required
-                  if args.get(k) is None]
+        found = argument_problems(tool.parameters(), args)
         if found:  # said as filemem mcp says arguments that miss the schema
             message, details = invalid_arguments(tool.name, tool.parameters(), found)
             raise errors.ProtocolError(errors.INVALID_INPUT, message, details)

@@ -170,6 +170,57 @@ class ArgumentProblem(NamedTuple):
     value: Any = None
 
 
+def _fits(schema: Mapping[str, Any], value: Any) -> bool:
+    """Whether ``value`` fits one argument's JSON Schema, as far as the memory tools' schemas
+    go (``enum``, the types, a list's items and length, ``anyOf``)."""
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        return any(_fits(o, value) for o in options if isinstance(o, Mapping))
+    if "enum" in schema:
+        return any(value == v and type(value) is type(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "null":
+        return value is None
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        low = schema.get("minimum")
+        return isinstance(value, int) and not isinstance(value, bool) and (
+            low is None or value >= low)
+    if kind == "array":
+        items = schema.get("items")
+        low, high = schema.get("minItems", 0), schema.get("maxItems")
+        return isinstance(value, list) and low <= len(value) and (
+            high is None or len(value) <= high) and (
+            not isinstance(items, Mapping) or all(_fits(items, v) for v in value))
+    return True
+
+
+def argument_problems(input_schema: Mapping[str, Any], args: Mapping[str, Any]
+                      ) -> list[ArgumentProblem]:
+    """What in ``args`` does not fit the tool's input schema: arguments it does not take,
+    required ones left out, values of the wrong kind (the checks the MCP SDK makes against
+    the same schema, for a surface that has no SDK to make them: the Hermes plugin)."""
+    properties = input_schema.get("properties", {})
+    found = [ArgumentProblem((k,), unknown=True) for k in args if k not in properties]
+    found += [ArgumentProblem((k,), missing=True) for k in input_schema.get("required", ())
+              if args.get(k) is None]
+    for key, value in args.items():
+        schema = properties.get(key)
+        if schema is None or value is None or _fits(schema, value):
+            continue
+        items = schema.get("items")
+        if isinstance(value, list) and isinstance(items, Mapping) and \
+                _fits({**schema, "items": {}}, value):  # a list of the right length: the items
+            found += [ArgumentProblem((key, i), value=v) for i, v in enumerate(value)
+                      if not _fits(items, v)]
+        else:
+            found.append(ArgumentProblem((key,), value=value))
+    return found
+
+
 def invalid_arguments(tool: str, input_schema: Mapping[str, Any],
                       found: Iterable[ArgumentProblem]) -> tuple[str, dict[str, Any]]:
     """The one-sentence INVALID_INPUT message and the details for arguments that do not fit

@@ -322,8 +322,19 @@ def test_the_channel_survives_hostile_requests_and_keeps_text_exact(store: Path)
         _req(7, "call", name="memory_add", args={"text": hostile, "scope": "user-global"},
              session=session),
         _req(8, "tools"),
+        _req(9, "call", name="memory_add", args={"text": "x", "track": "people",
+                                                 "scope": "global"}, session=session),
+        _req(10, "call", name="memory_replace", args={"match": "a", "text": "b",
+                                                      "tags": ["ok", 7]}, session=session),
     ])
-    assert [a["id"] for a in answers] == [None, None, 3, 4, 5, 6, 7, 8]
+    assert [a["id"] for a in answers] == [None, None, 3, 4, 5, 6, 7, 8, 9, 10]
+    # values that miss the schema: the sentences filemem mcp says (tests/test_mcp.py)
+    for a, says in ((answers[8], '`track` must be one of "user", "agent" (got "people"); '
+                                 '`scope` must be one of "user-global", "workspace" (got '
+                                 '"global")'),
+                    (answers[9], "item 1 of `tags` must be a string (got 7)")):
+        assert a["result"]["error"]["code"] == "INVALID_INPUT"
+        assert says in a["result"]["error"]["message"]
     assert all("error" in a for a in answers[:3])
     assert "unknown method 'nope'" in answers[2]["error"]["message"]
     for a, why in ((answers[3], "unknown tool 'memory_rm'"),

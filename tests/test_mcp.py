@@ -215,13 +215,18 @@ def test_every_write_asks_the_person(store: Path, other: filemem.Provider, mode:
 @pytest.mark.parametrize("mode", MODES)
 def test_a_client_that_cannot_ask_stages_the_write(store: Path, other: filemem.Provider,
                                                    mode: str) -> None:
-    async def scenario() -> t.CallToolResult:
+    async def scenario() -> tuple[t.CallToolResult, t.CallToolResult]:
         async with served(store, mode) as c:  # no elicitation callback: no capability
-            # an argument the model makes up cannot approve anything
-            return await c.call_tool("memory_add", {"text": "likes tea",
-                                                    "approval": "allowed-once"})
+            # an argument the model makes up cannot approve anything: it is refused
+            made_up = await c.call_tool("memory_add", {"text": "likes tea",
+                                                       "approval": "allowed-once"})
+            return made_up, await c.call_tool("memory_add", {"text": "likes tea"})
 
-    error = err(anyio.run(scenario))
+    made_up, staged_call = anyio.run(scenario)
+    refused = err(made_up)
+    assert refused["code"] == "INVALID_INPUT"
+    assert "`approval` is not one of its arguments" in refused["message"]
+    error = err(staged_call)
     assert error["code"] == "WRITE_DENIED"
     assert error["details"]["outcome"] == "pending"
     pid = error["details"]["pendingId"]

@@ -37,7 +37,14 @@ from filemem.mcp.arguments import problems
 from filemem.mcp.results import error_result, request_error
 from filemem.mcp.sessions import MemoryService, service_of
 from filemem.mcp.tools import WRITE_TOOLS, memory_budgets, memory_query, tool_function
-from filemem.toolspec import BUDGETS_DOC, QUERY_DOC, WRITE_TOOL_NAMES, unknown_tool
+from filemem.toolspec import (
+    BUDGETS_DOC,
+    QUERY_DOC,
+    WRITE_TOOL_NAMES,
+    argument_problems,
+    invalid_arguments,
+    unknown_tool,
+)
 
 SERVER_NAME: Final = "filemem"
 SNAPSHOT_URI: Final = "filemem://snapshot"
@@ -75,6 +82,14 @@ class FilememServer(MCPServer[Any]):
         if tool is None:
             raise MCPError(INVALID_PARAMS, unknown_tool(
                 name, (t.name for t in self._tool_manager.list_tools())))
+        # an argument the tool does not take: refused, as the schema says (additionalProperties
+        # false) and the Hermes plugin's tools do; the SDK would drop it without a word
+        off = [p for p in argument_problems(tool.parameters, arguments or {})
+               if p.unknown or p.missing]
+        if any(p.unknown for p in off):
+            message, details = invalid_arguments(name, tool.parameters, off)
+            return error_result(name.removeprefix("memory_"), errors.INVALID_INPUT, message,
+                                details)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -169,6 +184,8 @@ def build_server(memory: MemoryService) -> FilememServer:
                     description=QUERY_DOC, annotations=reads)
     server.add_tool(memory_budgets, name="memory_budgets", title="Memory budgets",
                     description=BUDGETS_DOC, annotations=reads)
+    for registered in server._tool_manager.list_tools():  # what call_tool holds them to
+        registered.parameters["additionalProperties"] = False
     server.prompt(name="memory_snapshot", title="Memory snapshot",
                   description="Insert the memory this session started with.")(memory_snapshot)
     server.middleware.append(_Middleware(memory))
