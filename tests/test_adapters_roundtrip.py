@@ -322,6 +322,8 @@ def test_cli_export_into_the_live_folder_and_import_it_back(live: tuple[Path, Pa
     assert "already has MEMORY.md, feedback_commit_style.md; pass --force" in refused.stderr
     said = ok("export", "--adapter", CLAUDE, "--out", str(memory), "--force", store=store)
     assert "Wrote 3 files" in said and "already up to date" in said
+    again = ok("export", "--adapter", CLAUDE, "--out", str(memory), store=store)
+    assert again.startswith(f"Nothing to write in {memory}: ") and "already up to date" in again
     now = folder(memory)
     # the files export does not write stay as they are, Claude's new memory too
     assert now["notes.txt"] == original["notes.txt"]

@@ -377,6 +377,9 @@ def test_adopt_without_a_terminal_or_yes_adopts_nothing(p: filemem.Provider,
     out = fm("adopt", store=store_path)  # stdin is /dev/null
     assert out.returncode == 3
     assert "no terminal to ask; pass --yes" in out.stderr and "Nothing adopted." in out.stderr
+    as_json = fm("adopt", "--json", store=store_path)  # the refusal on stdout too
+    assert as_json.returncode == 3
+    assert json.loads(as_json.stdout)["error"]["code"] == "WRITE_DENIED"
     # the diff was shown first
     assert f"+++ b/{rel(store_path, path)}" in out.stderr
     assert "-likes tea" in out.stderr and "+likes green tea" in out.stderr

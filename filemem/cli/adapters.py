@@ -189,7 +189,9 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         for name in written:
             write_export(os.path.join(out, name), files[name].encode("utf-8"))
         same = len(files) - len(written)
-        return (f"Wrote {counted(len(written), 'file')} to {out}: {', '.join(written) or 'none'}"
+        if not written:
+            return f"Nothing to write in {out}: {counted(same, 'file')} already up to date"
+        return (f"Wrote {counted(len(written), 'file')} to {out}: {', '.join(written)}"
                 + (f"; {same} already up to date" if same else ""))
     if isinstance(payload, str):
         data = payload.encode("utf-8")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -225,6 +225,19 @@ def _nothing(owner: Owner, verb: str, as_json: bool, matches: bool = True) -> No
         if as_is and verb == "adopt" else ""))
 
 
+def _not_confirmed(done: str, as_json: bool) -> NoReturn:
+    """Nothing done: not confirmed (or nobody to ask). Exit 3, as a write not approved;
+    with --json the error is on stdout too, as for any other refusal."""
+    import sys
+
+    if as_json:
+        emit_json({"error": {"code": "WRITE_DENIED", "message": f"nothing was {done}: not "
+                             "confirmed (without a terminal, pass --yes)",
+                             "details": {"outcome": "rejected"}}})
+    click.echo(f"Nothing {done}.", err=True)
+    sys.exit(3)
+
+
 def _confirm(question: str, yes: bool) -> bool:
     import sys
 
@@ -283,8 +296,7 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
                 for note in c.notes():
                     click.echo(f"  {visible(note)}", err=True)
         if not _confirm(f"Adopt {counted(len(changes), 'change')}?", yes):
-            click.echo("Nothing adopted.", err=True)
-            sys.exit(3)
+            _not_confirmed("adopted", as_json)
         done = owner.adopt([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
@@ -312,7 +324,6 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
     """Throw away your uncommitted edits of the files at PATHS (default: all): they are put
     back as committed, and files you added are deleted (editors' swap, backup and temporary
     files are left alone). Asks first (default No)."""
-    import sys
 
     with open_owner(store_path) as owner:
         owner.refuse_unfinished_git()  # putting a conflicted file back would resolve it
@@ -324,8 +335,7 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
             for c in changes:
                 click.echo(_status_line(c), err=True)
         if not _confirm(f"Discard {counted(len(changes), 'change')}? This cannot be undone", yes):
-            click.echo("Nothing discarded.", err=True)
-            sys.exit(3)
+            _not_confirmed("discarded", as_json)
         done = owner.discard([c.path for c in changes])
     if as_json:
         emit_json([c.to_json() for c in done])
