@@ -492,6 +492,7 @@ def test_a_file_that_is_not_valid_json_is_never_overwritten(box: Box, which: str
     assert path.read_text() == content
     other = box.state if which == "settings" else box.settings
     assert not other.exists()  # nothing else was touched either
+    assert not box.store.exists()  # the default store is made only by a connect that happens
     gone = box.filemem("disconnect", "claude-code")
     assert gone.returncode == 1 and path.read_text() == content
 

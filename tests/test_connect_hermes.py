@@ -234,6 +234,10 @@ def test_missing_hermes_is_explained(tmp_path: Path, store: Path) -> None:
     assert "AGENT_NOT_FOUND" in out.stderr and str(missing) in out.stderr
     assert "pip install hermes-agent" in out.stderr and "HERMES_HOME" in out.stderr
     assert not missing.exists()
+    new_store = tmp_path / "new-store"  # a store to be made: not made by a refused connect
+    out = cli(missing, "connect", "hermes", store=new_store)
+    assert out.returncode == 1 and "AGENT_NOT_FOUND" in out.stderr
+    assert not new_store.exists()
 
 
 def test_a_plugin_folder_that_is_not_filemems_is_left_alone(home: Path, store: Path) -> None:

@@ -54,6 +54,27 @@ def _pinned_store(store_path: str | None) -> str | None:
     return None
 
 
+def connect_store(store_path: str | None) -> tuple[str, bool]:
+    """The store an agent is connected to: its folder, and whether it is still to be made.
+    One that exists is opened now (a folder that is not a store is refused before anything
+    changes); a missing one is made once the agent's own files are changed, so a connect
+    refused for those (a config that is not valid, a name taken) leaves nothing behind."""
+    import filemem
+
+    root = location.resolve_store_path(store_path)
+    if not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root)):
+        return root, True
+    with filemem.open_store(store_path) as provider:
+        return provider.path, False
+
+
+def make_store(store_path: str | None) -> None:
+    """Create the store :func:`connect_store` left to be made."""
+    import filemem
+
+    filemem.open_store(store_path, create=True).close()
+
+
 def _claude() -> str | None:
     return shutil.which("claude")
 
@@ -94,14 +115,13 @@ def connect_claude_code(scope: str, agent: str, no_import: bool, yes: bool,
         raise click.BadParameter("must not be empty", param_hint="--agent")
     project = os.getcwd()
     store = _pinned_store(store_path)
-    import filemem
-
-    with filemem.open_store(store_path, create=True) as provider:  # the store they will use
-        root = provider.path
+    root, to_make = connect_store(store_path)  # the store they will use
     target = claude_code.Target(scope, project, agent, store)
     claude = _claude()
     installed = claude is not None or os.path.isdir(claude_code.config_dir())
     changes = claude_code.connect(target, claude)
+    if to_make:
+        make_store(store_path)
     _report_connect(target, root, changes, claude, installed)
     if not no_import:
         _offer_import(target, store_path, yes)

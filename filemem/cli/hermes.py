@@ -12,7 +12,7 @@ import click
 
 from filemem import errors, location
 from filemem.cli.common import command, store_option
-from filemem.cli.connect import connect, disconnect, hook
+from filemem.cli.connect import connect, connect_store, disconnect, hook, make_store
 from filemem.shown import visible
 
 
@@ -51,15 +51,15 @@ def connect_hermes(agent: str, store_path: str | None) -> None:
     and those of Hermes' own memory tool, wait for you as pending approvals (`filemem
     pending`). Running it again changes nothing; `filemem disconnect hermes` undoes it.
     """
-    import filemem
     from filemem.owner import hermes
 
     if not agent.strip():
         raise click.BadParameter("must not be empty", param_hint="--agent")
-    with filemem.open_store(store_path, create=True) as provider:  # the store it will use
-        root = provider.path
+    root, to_make = connect_store(store_path)  # the store it will use
     target = hermes.Target(hermes.hermes_home(), root, agent)
     changes = _recovered(hermes.connect(target))
+    if to_make:
+        make_store(store_path)
     where = (f"Hermes home {_shown(target.home)}, store {_shown(root)}, agent "
              f"{visible(agent)}")
     if all(c.action == "unchanged" for c in changes):
