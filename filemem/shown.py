@@ -286,6 +286,11 @@ def _json_escape(ch: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+def them(n: int) -> str:
+    """``it`` for one thing, ``them`` for several: the pronoun beside :func:`counted`."""
+    return "it" if n == 1 else "them"
+
+
 def counted(n: int, one: str, many: str | None = None) -> str:
     """``1 entry``, ``2 entries``: a count with its noun (``many``: the plural, if not
     ``one`` + s), so no message says "1 entries"."""

@@ -23,7 +23,7 @@ from filemem import errors, location
 from filemem.adapters import ID_RE, default_registry
 from filemem.cli.app import main
 from filemem.cli.common import emit_json, json_option
-from filemem.shown import counted, visible
+from filemem.shown import counted, them, visible
 from filemem.types import SkippedEntry
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
@@ -182,7 +182,7 @@ def write_payload(adapter_id: str, payload: Any, out: str | None, force: bool) -
         if changed and not force:
             raise errors.invalid_input(
                 f"export: {out} already has {', '.join(changed)}; pass --force to overwrite "
-                f"{'it' if len(changed) == 1 else 'them'} (other files there are left "
+                f"{them(len(changed))} (other files there are left "
                 "alone); nothing was written")
         make_export_folder(out)
         written = sorted(n for n in files if current.get(n) != files[n])
@@ -258,9 +258,8 @@ def import_with_adapter(adapter_id: str, path: str, workspace: str | None, agent
         return
     skipped, root = result["skipped"], location.resolve_store_path(store_path)
     if not result["added"]:
-        them = "it" if len(skipped) == 1 else "them"
         click.echo(f"Nothing to import: {skipped_line(skipped, root)}; nothing was written "
-                   f"(--keep-duplicates imports {them} anyway).")
+                   f"(--keep-duplicates imports {them(len(skipped))} anyway).")
         return
     click.echo(f"Imported {counted(result['added'], 'entry', 'entries')} via adapter "
                f"{adapter_id} in one commit.")

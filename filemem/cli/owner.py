@@ -19,7 +19,7 @@ from filemem.cli.common import (
     store_option,
 )
 from filemem.model import iso_ms
-from filemem.shown import block, counted, json_text, visible
+from filemem.shown import block, counted, json_text, them, visible
 from filemem.shown import warning as shown_warning
 
 if TYPE_CHECKING:  # the owner side loads when a command uses it, not at start-up
@@ -228,8 +228,6 @@ def _nothing(owner: Owner, verb: str, as_json: bool, matches: bool = True) -> No
 def _not_confirmed(done: str, as_json: bool) -> NoReturn:
     """Nothing done: not confirmed (or nobody to ask). Exit 3, as a write not approved;
     with --json the error is on stdout too, as for any other refusal."""
-    import sys
-
     if as_json:
         emit_json({"error": {"code": "WRITE_DENIED", "message": f"nothing was {done}: not "
                              "confirmed (without a terminal, pass --yes)",
@@ -239,8 +237,6 @@ def _not_confirmed(done: str, as_json: bool) -> NoReturn:
 
 
 def _confirm(question: str, yes: bool) -> bool:
-    import sys
-
     if yes:
         return True
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -265,8 +261,6 @@ def adopt(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: bo
     itself that filemem could not read (bare text, say) is adopted as it is when PATHS
     name it.
     """
-    import sys
-
     with open_owner(store_path) as owner:
         owner.refuse_unfinished_git()  # a git merge's files are not hand edits
         # budgets: for what was picked, not everything
@@ -309,7 +303,7 @@ def _left_alone(left: list[Any], as_json: bool) -> None:
     """Say which files a bare `filemem adopt` left as they are: not part of the store."""
     if left and not as_json:
         click.echo(f"Left alone, not part of the store (filemem never commits "
-                   f"{'it' if len(left) == 1 else 'them'}): "
+                   f"{them(len(left))}): "
                    f"{', '.join(visible(c.path) for c in left)}; `filemem status` says what "
                    "to do with each.", err=True)
 

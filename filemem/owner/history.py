@@ -34,7 +34,7 @@ from filemem.files.layout import entry_path, is_entry_path, path_problem
 from filemem.model import Entry
 from filemem.ops.base import Changes, Replayed
 from filemem.owner import gitwalk, handedits, merge, redaction, verifycheck
-from filemem.shown import counted
+from filemem.shown import counted, them
 from filemem.store.auditlog import parse_rows
 from filemem.store.core import Store
 from filemem.types import AuditRow
@@ -490,7 +490,7 @@ class _Removal:
 def _removal(info: CommitInfo, lost: list[str]) -> str:
     """The problem of a commit made outside filemem that deletes audited entries."""
     revert = f"git revert {'-m 1 ' if len(info.parents) > 1 else ''}{info.sha[:12]}"
-    it = "it" if len(lost) == 1 else "them"
+    it = them(len(lost))
     return (f"this commit, made outside filemem, removes "
             f"{counted(len(lost), 'audited entry', 'audited entries')} ({', '.join(lost)}); "
             f"`{revert}` brings {it} back, and then this is no problem; to delete {it} on "
