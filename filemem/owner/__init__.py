@@ -202,11 +202,7 @@ class Owner:
         ``as_is`` (to adopt): a file ``paths`` name that is invalid at HEAD, unchanged and
         adoptable as it is (bare text committed with git) is one of them."""
         from filemem.owner import handedits
-        from filemem.owner import picked as picking
-        changes = handedits.status(self._store, budget_check=False)
-        unchanged = [] if paths is None else \
-            [c for c in handedits.invalid(self._store, changes) if c.kind == "invalid"]
-        picked = picking.select(changes, self._store.root, paths, unchanged, as_is)
+        picked = handedits.named(self._store, paths, as_is)
         if budget_check:
             handedits.check_budgets(self._store, picked)
         return picked

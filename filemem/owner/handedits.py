@@ -270,7 +270,7 @@ def _adoptable(state: State, path: str, data: bytes, before: Entry | None,
     missing = [k for k in ("workspaceKey", "agentKey") if k not in values and k not in defaults]
     if missing:
         return None, None, (f"cannot tell the {' and '.join(missing)} from the folders of "
-                            f"{path}; add {'it' if len(missing) == 1 else 'them'} to the "
+                            f"{path}; add {shown.them(len(missing))} to the "
                             "front-matter")
     try:
         entry = codec.complete(values, body, defaults)
@@ -460,15 +460,22 @@ def _check_budgets(state: State, cfg: Config, changes: list[Change]) -> None:
                              f"`filemem discard {shlex.quote(c.path)}`")
 
 
+def named(store: Store, paths: Iterable[str] | None, as_is: bool = False) -> list[Change]:
+    """The changes ``paths`` name (all: None), from :func:`status` without budgets; the
+    files invalid at HEAD that they name go to :func:`picked.select` too, for the error that
+    says what mends them (``as_is``, adopting: to be taken as they are, if they can)."""
+    found = status(store, budget_check=False)
+    unchanged = [] if paths is None else \
+        [c for c in invalid(store, found) if c.kind == "invalid"]
+    return picked.select(found, store.root, paths, unchanged, as_is)
+
+
 def adopt(store: Store, paths: Iterable[str] | None = None) -> list[Change]:
     """Commit the chosen hand edits as one commit with ``edit`` audit rows (refused while
     a git merge, rebase, ... is unfinished: its files are git's work in progress)."""
     store.refuse_unfinished_git()
     def attempt(txn: Transaction) -> list[Change]:
-        found = status(store, budget_check=False)
-        unchanged = [] if paths is None else \
-            [c for c in invalid(store, found) if c.kind == "invalid"]
-        changes = picked.select(found, store.root, paths, unchanged, as_is=True)
+        changes = named(store, paths, as_is=True)
         if paths is None:
             changes = [c for c in changes if not c.left_alone]
         _check_budgets(txn.state, txn.state.config or Config(), changes)
@@ -588,4 +595,4 @@ def sizes(change: Change) -> tuple[int, int]:
 
 
 __all__ = ["Change", "InProgress", "adopt", "check_budgets", "discard", "in_progress",
-           "invalid", "sizes", "status"]
+           "invalid", "named", "sizes", "status"]
