@@ -30,7 +30,7 @@ from filemem.errors import (
     StoreReadOnly,
     SyncError,
 )
-from filemem.location import default_store_path, resolve_store_path
+from filemem.location import default_store_path, resolve_store_path, to_make
 from filemem.model import PROTOCOL, Entry
 from filemem.provider import TRUST_INPUT, Provider, TrustInput, write_context
 from filemem.store.core import Store
@@ -68,10 +68,7 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     Config().with_overrides(budgets=budgets, write_policy=write_policy,
                             write_policies=write_policies)  # bad overrides: fail before creating
     root = resolve_store_path(path)
-    if create and (not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))):
-        store = Store.create(root)
-    else:
-        store = Store(root)
+    store = Store.create(root) if create and to_make(root) else Store(root)
     if validate:
         store.checked()  # fail now on a corrupt or too-new store
     return Provider(store, gate=gate, budgets=budgets, write_policy=write_policy,

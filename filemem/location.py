@@ -51,6 +51,12 @@ def command(root: str | None, *args: str) -> str:
     return shlex.join(words)
 
 
+def to_make(root: str) -> bool:
+    """Whether a store at ``root`` is still to be made (the folder missing or empty), where
+    opening it with ``create`` makes one."""
+    return not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root))
+
+
 def resolve_store_path(path: str | os.PathLike[str] | None) -> str:
     if path is None or os.fspath(path) == "":
         return default_store_path()

@@ -62,7 +62,7 @@ def connect_store(store_path: str | None) -> tuple[str, bool]:
     import filemem
 
     root = location.resolve_store_path(store_path)
-    if not os.path.exists(root) or (os.path.isdir(root) and not os.listdir(root)):
+    if location.to_make(root):
         return root, True
     with filemem.open_store(store_path) as provider:
         return provider.path, False
