@@ -450,7 +450,7 @@ def _receive_rules(git_dir: str) -> bool:
             hooks = os.fsdecode(config.get((b"core",), b"hooksPath"))
         except KeyError:
             hooks = "hooks"
-        receive = any(section == (b"receive",) for section in config.sections())
+        receive = config.has_section((b"receive",))
     hooks = os.path.join(git_dir, os.path.expanduser(hooks))
     return receive or any(os.access(os.path.join(hooks, name), os.X_OK)
                           for name in _RECEIVE_HOOKS)
