@@ -19,7 +19,7 @@ import pytest
 import filemem
 import filemem.owner
 from filemem.files import packing, packwrite
-from filemem.owner import gitfetch, history, logindex, logview, verifycheck
+from filemem.owner import gitfetch, gitpush, history, logindex, logview, verifycheck
 from filemem.owner import sync as fsync
 from tests.conftest import BIG, assert_clean_repo, ctx, file_of, git, head, rel, set_text
 from tests.test_history import fast_history, ok, person_commits, verify_json
@@ -456,3 +456,77 @@ def test_the_git_cli_fetch_leaves_a_remote_without_main_to_dulwich(
                                 "refs/remotes/origin/main") is None
     assert gitfetch.fetch_local(p.store.git, str(tmp_path / "nothing-here"),
                                 "refs/heads/main", "refs/remotes/origin/main") is None
+
+
+# ---------------------------------------------------------------- sync: the push
+
+
+def test_a_local_remote_is_pushed_to_by_the_git_cli_or_else_by_dulwich(
+        machines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    m = machines
+    calls: list[gitpush.Pushed | None] = []
+    real = gitpush.push_local
+
+    def spy(*args: Any, **kwargs: Any) -> gitpush.Pushed | None:
+        got = real(*args, **kwargs)
+        calls.append(got)
+        return got
+
+    monkeypatch.setattr(gitpush, "push_local", spy)
+    before = git(m.remote, "rev-parse", "main").strip()
+    m.a.seed([{**UG, "text": f"seeded {i}"} for i in range(150)], ctx())  # a pack's worth
+    m.a.add({**UG, "text": "then one more"}, ctx())
+    result = fsync.sync(m.a.store)
+    assert [s["kind"] for s in result.steps] == ["push"]
+    assert calls == [gitpush.Pushed(moved=False, refused=None)]  # git pushed it
+    assert git(m.remote, "rev-parse", "main").strip() == head(m.a_path) != before
+    assert git(m.a_path, "rev-parse", "origin/main").strip() == head(m.a_path)
+    assert git(m.a_path, "for-each-ref", "--format=%(refname)").split() == [
+        "refs/heads/main", "refs/remotes/origin/main"]  # git added no ref of its own
+    git(m.remote, "fsck", "--strict")
+    assert list((m.remote / "objects" / "pack").glob("*.pack"))
+    # no git CLI: dulwich pushes, with the same outcome
+    m.a.add({**UG, "text": "pushed by dulwich"}, ctx())
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    fsync.sync(m.a.store)
+    assert calls[-1] is None
+    assert git(m.remote, "rev-parse", "main").strip() == head(m.a_path)
+    fsync.sync(m.b.store)
+    assert "pushed by dulwich" in {e["text"] for e in m.b.list_entries()}
+    assert history.verify(m.b.store).ok
+
+
+def test_the_git_cli_push_is_a_compare_and_swap_and_leaves_what_it_cannot_do_to_dulwich(
+        machines: Any, tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    m = machines
+    remote, ref = str(m.remote), "refs/heads/main"
+    old = git(m.remote, "rev-parse", "main").strip()
+    m.a.add({**UG, "text": "one"}, ctx())
+    new = head(m.a_path)
+    root = str(m.a_path)
+    # the branch is not where this push expects it: nothing moves
+    assert gitpush.push_local(root, remote, ref, "1" * 40, new) == gitpush.Pushed(True, None)
+    assert gitpush.push_local(root, remote, ref, None, new) == gitpush.Pushed(True, None)
+    assert git(m.remote, "rev-parse", "main").strip() == old
+    # the remote's own hook refuses: its reason, nothing moved
+    hook = m.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho no pushes today >&2\nexit 1\n")
+    hook.chmod(0o755)
+    assert gitpush.push_local(root, remote, ref, old, new) == \
+        gitpush.Pushed(False, "pre-receive hook declined")
+    hook.unlink()
+    # a ref lock held there (another push right now): dulwich's to report
+    lock = m.remote / "refs" / "heads" / "main.lock"
+    lock.write_text(old + "\n")
+    assert gitpush.push_local(root, remote, ref, old, new) is None
+    lock.unlink()
+    # not a repository, or a relative path: dulwich's too
+    assert gitpush.push_local(root, str(tmp_path / "nothing-here"), ref, old, new) is None
+    assert gitpush.push_local(root, "remote.git", ref, old, new) is None
+    assert git(m.remote, "rev-parse", "main").strip() == old
+    assert gitpush.push_local(root, remote, ref, old, new) == gitpush.Pushed(False, None)
+    assert git(m.remote, "rev-parse", "main").strip() == new

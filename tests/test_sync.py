@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -467,7 +468,9 @@ elif point == "mid-working-tree":
     filemem.files.worktree.write = write
 elif point == "before-push":
     S.push = die
-elif point == "mid-push":  # objects are in the remote, its branch has not moved
+elif point == "mid-push":  # objects are in the remote, its branch has not moved (dulwich)
+    from filemem.owner import gitpush
+    gitpush.push_local = lambda *args, **kwargs: None
     real_set = dulwich.refs.DiskRefsContainer.set_if_equals
     def set_if_equals(self, *args, **kwargs):
         if self.path.startswith(remote):
@@ -515,6 +518,40 @@ def test_a_ref_lock_left_on_a_local_remote_by_a_dead_push_is_cleared(
     add(m.a, "pushed past a stale lock")
     result = fsync.sync(m.a.store)
     assert [s["kind"] for s in result.steps] == ["push"] and not lock.exists()
+    fsync.sync(m.b.store)
+    converged(m)
+
+
+def test_a_quarantine_a_killed_git_push_left_in_a_local_remote_is_cleared_once_stale(
+        machines: Machines) -> None:
+    """git's receive-pack holds a push's objects in ``objects/tmp_objdir-incoming-*``
+    until the hooks accept them; killed meanwhile, it leaves that folder. A young one may be
+    another machine's push at work and is left alone; an old one goes with the next sync."""
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    m = machines
+    hook = m.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nkill -9 $PPID\n")  # receive-pack dies, its quarantine stays
+    hook.chmod(0o755)
+    add(m.a, "pushed once receive-pack lives")
+    with pytest.raises(fsync.SyncError):
+        fsync.sync(m.a.store)
+    hook.unlink()
+    objects = m.remote / "objects"
+    left = sorted(objects.glob("tmp_objdir-incoming-*"))
+    assert left and all(q.is_dir() for q in left)
+    assert git(m.remote, "rev-parse", "main").strip() != head(m.a_path)
+    fsync.sync(m.a.store)  # pushed beside them: young, they are left alone
+    assert sorted(objects.glob("tmp_objdir-incoming-*")) == left
+    old = time.time() - 2 * fremotes.STALE_TEMP_PACK
+    for q in left:
+        for path in [q, *q.rglob("*")]:
+            os.utime(path, (old, old))
+    add(m.a, "and again")
+    fsync.sync(m.a.store)
+    assert list(objects.glob("tmp_objdir-incoming-*")) == []
+    assert git(m.remote, "rev-parse", "main").strip() == head(m.a_path)
+    git(m.remote, "fsck", "--strict")
     fsync.sync(m.b.store)
     converged(m)
 

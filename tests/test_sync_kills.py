@@ -332,8 +332,9 @@ def dying(f, *args, **kwargs):
     os._exit(9)
 
 dulwich.object_store.write_pack_index = dying
-from filemem.owner import gitfetch
+from filemem.owner import gitfetch, gitpush
 gitfetch.fetch_local = lambda *args, **kwargs: None  # the fetch by dulwich is what is killed
+gitpush.push_local = lambda *args, **kwargs: None  # and its push
 with filemem.open_store(sys.argv[1]) as p:
     sync.sync(p.store)
 """
@@ -388,21 +389,28 @@ def test_a_pack_index_lock_a_sync_cannot_clear_is_a_clean_error_naming_it(
 def test_a_push_killed_writing_its_pack_index_in_a_local_remote(
         two_machines: tuple[Path, Path, Path]) -> None:
     """In a local remote another machine's push may be writing that index right now: a
-    young lock is left there and the push says so, naming it; once old, the next sync
-    removes it with its pack and pushes."""
+    young lock is left there. Pushed by dulwich (no git on PATH), the push says so, naming
+    it; pushed by the git CLI, which writes packs under names of its own, the push goes
+    through beside it. Once old, the next sync removes it with its pack."""
     remote, a_path, _b_path = two_machines
     written = write(a_path, "pushed")
     before = head(remote, "main")
     sync_dying_in_index(a_path)  # nothing to fetch: the index was the remote's
     (lock,) = index_locks(remote)
     assert head(remote, "main") == before
+    no_git = a_path.parent / "no-git"
+    no_git.mkdir()
     done = subprocess.run(cli("sync", "--store", str(a_path)), capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL)
+                          text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PATH": str(no_git)})
     assert done.returncode != 0 and "REMOTE_BUSY" in done.stderr, done.stderr
     assert str(lock) in done.stderr and "Traceback" not in done.stderr
     assert lock.exists() and head(remote, "main") == before
+    sync_cli(a_path)  # git push
+    assert lock.exists() and head(remote, "main") == head(a_path)
     then = time.time() - 2 * fremotes.STALE_TEMP_PACK
     os.utime(lock, (then, then))
+    write(a_path, "pushed again")
     sync_cli(a_path)
     assert index_locks(remote) == [] and temp_files(remote) == []
     assert head(remote, "main") == head(a_path)

@@ -1,11 +1,12 @@
 """Remotes and the transport of a sync.
 
 A store's remotes are git's own ``[remote "NAME"]`` sections in its ``.git/config``. The
-transport (dulwich) fetches the remote's ``main`` and pushes to it: the fetch only adds
-objects (and the remote-tracking ref); the push is a compare-and-swap on the remote's
-``main``. A remote reached as a local path is never a working store (checked when it is
-added and before a sync fetches: :func:`refuse_working_store`), and a ref lock or
-temporary pack that a killed push left there is cleared.
+transport (dulwich; for a remote on this machine the git CLI where it is installed,
+:mod:`.gitfetch` and :mod:`.gitpush`) fetches the remote's ``main`` and pushes to it: the
+fetch only adds objects (and the remote-tracking ref); the push is a compare-and-swap on
+the remote's ``main``. A remote reached as a local path is never a working store (checked
+when it is added and before a sync fetches: :func:`refuse_working_store`), and what a
+killed push left there is cleared once stale (:mod:`.leftovers`).
 
 git's own commands work beside filemem's (:func:`ensure_tracking`): the branch's upstream
 (``branch.main.remote`` / ``merge``) is the remote ``filemem sync`` uses by default, and
@@ -18,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -26,13 +26,12 @@ from typing import Any, Final
 from filemem.errors import SyncError
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.modes import pack_names, private_packs
-from filemem.owner import gitfetch
+from filemem.owner import gitfetch, gitpush, leftovers
+from filemem.owner.leftovers import STALE_TEMP_PACK, clear_temp_packs, ref_lock_cleared
 from filemem.store.core import Store
 from filemem.store.names import private_files
 
 BRANCH_REF: Final = f"refs/heads/{BRANCH}".encode()
-STALE_REF_LOCK: Final = 5.0  # seconds: a ref lock this old on a local remote is a dead push's
-STALE_TEMP_PACK: Final = 600.0  # seconds unwritten: a temporary pack there is a dead push's
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 Progress = Callable[[bytes], None]
@@ -326,13 +325,42 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
          progress: Progress | None = None) -> bool:
     """Move the remote's ``main`` from ``expected`` (None: absent) to ``new``, a commit
     that descends from it. False if the remote's ``main`` is no longer ``expected``
-    (someone pushed meanwhile: fetch and merge again). SyncError if the remote refuses."""
-    from dulwich.file import FileLocked
-
+    (someone pushed meanwhile: fetch and merge again). SyncError if the remote refuses.
+    A remote on this machine is pushed to by the git CLI where it can (:mod:`.gitpush`)."""
     client, path = _client(git, remote.url)
     local = _local_path(client, path)
     target = _check_local_target(git, remote) if local is not None else None
     before = pack_names(target) if target is not None else set()
+    # a local remote gets what this push writes there (pack, ref, its log) with no bit for
+    # group or other: git's own files there keep the modes git gave them
+    with _transport_errors(remote, "push to"), private_files():
+        try:
+            sent = gitpush.push_local(git.root, local, BRANCH_REF.decode(), expected, new) \
+                if local is not None else None
+            if sent is None:
+                sent = _send_pack(git, client, path, remote, target, expected, new, progress)
+        finally:
+            if target is not None:
+                private_packs(target, keep=before)  # the pack this push added: 0400
+    if sent.moved:
+        return False
+    if sent.refused:
+        if _remote_head(client, path, remote) != expected:
+            return False  # lost a race to another push
+        raise SyncError("PUSH_REJECTED", f"{remote.name} ({remote.url}) refused the push of "
+                                         f"{BRANCH}: {sent.refused}")
+    with private_files():
+        _set_tracking(git, remote, new)
+        if local is not None and expected is None:
+            _point_head_at_branch(local)
+    return True
+
+
+def _send_pack(git: GitRepo, client: Any, path: str, remote: Remote, target: str | None,
+               expected: str | None, new: str, progress: Progress | None) -> gitpush.Pushed:
+    """:func:`push` by dulwich: any remote, and a local one the git CLI did not push to."""
+    from dulwich.file import FileLocked
+
     if target is not None and _receive_rules(target):
         from dulwich.client import SubprocessGitClient
 
@@ -352,32 +380,15 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
         return repo.generate_pack_data(set(have), set(want), progress=progress,
                                        ofs_delta=ofs_delta)
 
-    # a local remote gets what this push writes there (pack, ref, its log) with no bit for
-    # group or other: git's own files there keep the modes git gave them
-    with _transport_errors(remote, "push to"), private_files():
-        try:
-            result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
-                                      progress=_progress_fn(progress))
-        except FileLocked as exc:
-            if _PACK_INDEX_LOCK.match(os.path.basename(os.fsdecode(exc.lockfilename))):
-                raise _locked_file(exc, remote, pushing=True) from None
-            return False  # another push is moving the ref right now: fetch and retry
-        finally:
-            if target is not None:
-                private_packs(target, keep=before)  # the pack this push added: 0400
-    if moved:
-        return False
+    try:
+        result = client.send_pack(os.fsencode(path), update_refs, generate_pack_data=pack_data,
+                                  progress=_progress_fn(progress))
+    except FileLocked as exc:
+        if leftovers.PACK_INDEX_LOCK.match(os.path.basename(os.fsdecode(exc.lockfilename))):
+            raise _locked_file(exc, remote, pushing=True) from None
+        return gitpush.Pushed(moved=True, refused=None)  # another push is moving the ref right now
     problem = (result.ref_status or {}).get(BRANCH_REF)
-    if problem:
-        if _remote_head(client, path, remote) != expected:
-            return False  # lost a race to another push
-        raise SyncError("PUSH_REJECTED", f"{remote.name} ({remote.url}) refused the push of "
-                                         f"{BRANCH}: {problem}")
-    with private_files():
-        _set_tracking(git, remote, new)
-        if local is not None and expected is None:
-            _point_head_at_branch(local)
-    return True
+    return gitpush.Pushed(moved=bool(moved), refused=str(problem) if problem else None)
 
 
 def remote_head(git: GitRepo, remote: Remote) -> str | None:
@@ -461,29 +472,12 @@ def _check_local_target(git: GitRepo, remote: Remote) -> str:
     that a killed push left there. Returns its git folder."""
     git_dir = refuse_working_store(git, remote)
     assert git_dir is not None  # a local path, and a repository (else refused)
-    _clear_stale_ref_lock(os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock"), remote)
-    _clear_temp_packs(git_dir, older_than=STALE_TEMP_PACK)
+    lock = os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock")
+    if not ref_lock_cleared(lock):
+        raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
+                                       "is running; sync again in a moment")
+    clear_temp_packs(git_dir, older_than=STALE_TEMP_PACK)
     return git_dir
-
-
-def _clear_stale_ref_lock(lock: str, remote: Remote) -> None:
-    """git and dulwich move a ref by writing ``<ref>.lock`` and renaming it, which takes
-    milliseconds; a lock still there after a few seconds is what a killed push left, and
-    it would block every later push. Wait that long, then remove it."""
-    deadline = time.monotonic() + STALE_REF_LOCK
-    while os.path.exists(lock):
-        try:
-            age = time.time() - os.stat(lock).st_mtime
-        except FileNotFoundError:
-            return
-        if age >= STALE_REF_LOCK:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
-            return
-        if time.monotonic() > deadline:
-            raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
-                                           "is running; sync again in a moment")
-        time.sleep(0.1)
 
 
 def _point_head_at_branch(path: str) -> None:
@@ -499,12 +493,9 @@ def _point_head_at_branch(path: str) -> None:
             refs.set_symbolic_ref(b"HEAD", BRANCH_REF)
 
 
-_DULWICH_TMP_PACK: Final = re.compile(r"tmp[a-z0-9_]{8}\.pack\Z")
-
-
 def clear_stale_local(git: GitRepo, remote: Remote) -> None:
     """What a killed fetch left in the store's .git: dulwich's temporary pack files, a pack
-    index it was writing (:func:`_clear_pack_index_locks`) and the remote-tracking ref's
+    index it was writing (:mod:`.leftovers`) and the remote-tracking ref's
     lock. None harms the store; the ref lock would stop the tracking ref from moving and
     the index lock every later fetch of the same objects. Call it holding the sync lock
     and the store lock: no other sync is fetching then, and no filemem write is packing
@@ -512,55 +503,7 @@ def clear_stale_local(git: GitRepo, remote: Remote) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
-    _clear_temp_packs(git.git_dir)
-
-
-def _clear_temp_packs(git_dir: str, older_than: float | None = None) -> None:
-    """Remove dulwich's temporary packs (``tmp*.pack`` with no index, ``tmp_pack_*``) that a
-    killed fetch or push left. Unreferenced, so harmless to git, but each is as big as what
-    that transfer carried. ``older_than``: only those unwritten for that many seconds (a
-    local remote: another machine's push may be writing one right now)."""
-    objects = os.path.join(git_dir, "objects")
-    pack_dir = os.path.join(objects, "pack")
-    found: list[str] = []
-    with contextlib.suppress(FileNotFoundError):
-        found += [os.path.join(pack_dir, name) for name in os.listdir(pack_dir)
-                  if _DULWICH_TMP_PACK.match(name)
-                  and not os.path.exists(os.path.join(pack_dir, name[:-5] + ".idx"))]
-    with contextlib.suppress(FileNotFoundError):
-        found += [os.path.join(objects, name) for name in os.listdir(objects)
-                  if name.startswith("tmp_pack_")]
-    for path in found:
-        with contextlib.suppress(FileNotFoundError):
-            if older_than is None or time.time() - os.stat(path).st_mtime >= older_than:
-                os.unlink(path)
-    _clear_pack_index_locks(pack_dir, older_than)
-
-
-_PACK_INDEX_LOCK: Final = re.compile(r"pack-[0-9a-f]{40,64}\.idx\.lock\Z")
-
-
-def _clear_pack_index_locks(pack_dir: str, older_than: float | None = None) -> None:
-    """dulwich moves a received pack in as ``pack-<sha>.pack``, then writes its index to
-    ``pack-<sha>.idx.lock`` and renames that to ``.idx``. A transfer killed in between
-    leaves the lock (and a pack nothing reads, having no index), and the next transfer of
-    the same objects stops on the lock (``dulwich.file.FileLocked``). git never writes such
-    a lock (its index is a ``tmp_idx_*`` renamed into place), so each is dulwich's: remove
-    it and its pack, unless that pack has its index. ``older_than`` as for temporary packs:
-    the caller holds the locks that keep a live writer out, or only one unwritten for that
-    long is taken for a dead one's."""
-    with contextlib.suppress(FileNotFoundError):
-        names = set(os.listdir(pack_dir))
-        for name in sorted(n for n in names if _PACK_INDEX_LOCK.match(n)):
-            lock = os.path.join(pack_dir, name)
-            base = name[:-len(".idx.lock")]
-            with contextlib.suppress(FileNotFoundError):
-                if older_than is not None and time.time() - os.stat(lock).st_mtime < older_than:
-                    continue
-                os.unlink(lock)
-                if base + ".idx" not in names:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(pack_dir, base + ".pack"))
+    clear_temp_packs(git.git_dir)
 
 
 def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
