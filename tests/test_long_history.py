@@ -517,7 +517,7 @@ def test_the_git_cli_push_is_a_compare_and_swap_and_leaves_what_it_cannot_do_to_
     hook.write_text("#!/bin/sh\necho no pushes today >&2\nexit 1\n")
     hook.chmod(0o755)
     assert gitpush.push_local(root, remote, ref, old, new) == \
-        gitpush.Pushed(False, "pre-receive hook declined")
+        gitpush.Pushed(False, "pre-receive hook declined (it said: no pushes today)")
     hook.unlink()
     # a ref lock held there (another push right now): dulwich's to report
     lock = m.remote / "refs" / "heads" / "main.lock"

@@ -25,8 +25,8 @@ _BUSY: Final = ("lock", "failed to update ref")  # a remote's refusal that is a 
 
 class Pushed(NamedTuple):
     """What a push did: ``moved`` (the remote's branch was not at the expected commit,
-    nothing pushed), or the remote's ``refused`` reason (its hook or a receive rule), or
-    neither (the branch moved to the new commit)."""
+    nothing pushed), or the remote's ``refused`` reason (its hook or a receive rule, with
+    what the hook printed), or neither (the branch moved to the new commit)."""
 
     moved: bool
     refused: str | None
@@ -57,7 +57,10 @@ def push_local(root: str, path: str, ref: str, expected: str | None, new: str
     if summary.startswith("[remote rejected]"):
         reason = summary.removeprefix("[remote rejected]").strip().strip("()")
         if not any(word in reason for word in _BUSY):
-            return Pushed(moved=False, refused=reason)
+            said = [line[len("remote:"):].strip() for line in done.stderr.splitlines()
+                    if line.startswith("remote:") and line[len("remote:"):].strip()]
+            return Pushed(moved=False, refused=reason + (f" (it said: {'; '.join(said)})"
+                                                         if said else ""))
     return None
 
 
