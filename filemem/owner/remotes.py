@@ -324,7 +324,9 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None, *,
 def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
          progress: Progress | None = None) -> bool:
     """Move the remote's ``main`` from ``expected`` (None: absent) to ``new``, a commit
-    that descends from it. False if the remote's ``main`` is no longer ``expected``
+    that descends from it (or a redaction's rewritten history, which replaces it: a
+    setting such as ``receive.denyNonFastForwards`` there refuses that, as it refuses
+    ``git push --force``). False if the remote's ``main`` is no longer ``expected``
     (someone pushed meanwhile: fetch and merge again). SyncError if the remote refuses.
     A remote on this machine is pushed to by the git CLI where it can (:mod:`.gitpush`)."""
     client, path = _client(git, remote.url)
