@@ -181,13 +181,7 @@ class Bare:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--entries", type=int, default=1000)
-    ap.add_argument("--commits", type=int, default=10_000)
-    ap.add_argument("-n", type=int, default=200)
-    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
-                    help="where the stores go (as for bench/versus_reference.py --dir)")
-    args = ap.parse_args()
+    args = vr.writes_parser(__doc__).parse_args()
     tmp = tempfile.mkdtemp(prefix="filemem-bare-", dir=args.dir)
     own_group = spread(tmp)
     stores = os.path.join(tmp, "stores")

@@ -378,6 +378,20 @@ def report(ref: dict[str, list[float]], fm: dict[str, list[float]],
 GROUP = ", both stores in a block group of their own"
 
 
+def writes_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a bench of this workload's writes (bench/write_parts.py,
+    bench/bare_writes.py): the store's size and history, the writes of each kind, and where
+    the stores go."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=1000, help="entries before the writes")
+    ap.add_argument("--commits", type=int, default=10_000, help="the store's history")
+    ap.add_argument("-n", type=int, default=200, help="writes of each kind")
+    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
+                    help="where the stores go (on ext4 without a journal, a new top-level "
+                         "folder for each run: see bench/versus_reference.py)")
+    return ap
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", default=os.environ.get("FILEMEM_REFERENCE"),

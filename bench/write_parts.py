@@ -25,7 +25,6 @@ timer wrapped around each part of the write path, and prints each part's median 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import shutil
@@ -81,13 +80,7 @@ def instrument() -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--entries", type=int, default=1000)
-    ap.add_argument("--commits", type=int, default=10_000)
-    ap.add_argument("-n", type=int, default=200)
-    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR"),
-                    help="where the store goes (as for bench/versus_reference.py --dir)")
-    args = ap.parse_args()
+    args = vr.writes_parser(__doc__).parse_args()
     tmp = tempfile.mkdtemp(prefix="filemem-parts-", dir=args.dir)
     try:
         work = vr.workload(args.entries, args.n, 0)

@@ -4,19 +4,15 @@ bare on a copy of the store, and the rest, beside the floor (no figure is judged
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.test_bench_write_parts import tiny_run
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bare_writes.py"
 
 
 def test_a_tiny_run_prints_the_write_its_bare_files_and_the_rest(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(BENCH), "--entries", "40", "--commits", "45",
-                          "-n", "4", "--dir", str(tmp_path)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = tiny_run(BENCH, tmp_path)
     header = next(line for line in lines if line.startswith("# "))
     assert "fsync floor" in header
     assert header.endswith("the bare copy's entry files after the run: the store's"), header

@@ -13,12 +13,18 @@ PARTS = ["prepare", "trees", "objects", "pack", "wal", "ref", "mirror", "settle"
          "total"]
 
 
-def test_a_tiny_run_prints_every_part(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(BENCH), "--entries", "40", "--commits", "45",
+def tiny_run(bench: Path, tmp_path: Path) -> list[str]:
+    """A bench of the workload's writes (bench/versus_reference.py's ``writes_parser``) run
+    at a tiny size with its stores in ``tmp_path``: the lines it printed."""
+    out = subprocess.run([sys.executable, str(bench), "--entries", "40", "--commits", "45",
                           "-n", "4", "--dir", str(tmp_path)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
+                         env={**os.environ, "PYTHONPATH": str(bench.parents[1])})
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    return out.stdout.splitlines()
+
+
+def test_a_tiny_run_prints_every_part(tmp_path: Path) -> None:
+    lines = tiny_run(BENCH, tmp_path)
     header = next(line for line in lines if line.startswith("# "))
     assert "fsync floor" in header and "boot id known" in header
     assert lines[lines.index(header) + 1].split() == ["part", "add", "replace", "remove"]
