@@ -177,6 +177,46 @@ def test_log_of_an_empty_history_and_json_everywhere(store_path: Path) -> None:
     assert json.loads(ok("log", "--json", "--entry", "abc", store=store_path)) == []
 
 
+def test_log_comes_as_the_history_is_walked(p: filemem.Provider, store_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsysbinary: pytest.CaptureFixture[bytes]
+                                             ) -> None:
+    """The newest items are there before the rest of the history is read (a history of
+    100,000 commits takes seconds to read whole), and `log --json` prints the same text as
+    the whole list at once."""
+    from filemem.cli.common import emit_json_items
+    from filemem.shown import json_text
+
+    for i in range(30):
+        p.add({**UG, "text": f"fact {i} \u00e9\u200b\U0001F600 \"quoted\""}, ctx())
+    owner = Owner(p)
+    real = p.store.git.newest_first
+    read: list[str] = []
+
+    def counted(head: str) -> Any:
+        for info in real(head):
+            read.append(info.sha)
+            yield info
+
+    monkeypatch.setattr(p.store.git, "newest_first", counted)
+    items = owner.history()
+    first = next(items)
+    assert first["text"].startswith("fact 29") and len(read) <= 2
+    assert [first, *items] == owner.log() and len(read) == 2 * 31  # all of it, read twice
+    read.clear()
+    assert [i["text"] for i in owner.history(limit=3)] == [f"fact {i} \u00e9\u200b\U0001F600 "
+                                                          '"quoted"' for i in (29, 28, 27)]
+    assert len(read) <= 4
+    whole = json_text(owner.log(), indent=2) + "\n"
+    assert ok("log", "--json", store=store_path) == whole
+
+    capsysbinary.readouterr()
+    for given in ([], owner.log()[:1], owner.log()):
+        emit_json_items(iter(given))
+        printed = capsysbinary.readouterr().out.decode("utf-8")
+        assert printed == json_text(given, indent=2) + "\n" and json.loads(printed) == given
+
+
 # ---------------------------------------------------------------- verify: clean histories
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -13,6 +14,7 @@ from filemem.cli.common import (
     command,
     emit_exact,
     emit_json,
+    emit_json_items,
     json_option,
     one_line,
     open_owner,
@@ -350,27 +352,34 @@ def discard(paths: tuple[str, ...], yes: bool, store_path: str | None, as_json: 
 def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_json: bool) -> None:
     """Show the memory's history from git: who changed what, when, and who approved it."""
     with open_owner(store_path) as owner:
-        items = owner.log(entry_id, limit)
-    if as_json:
-        emit_json(items)
-        return
-    if not items:
-        click.echo("No history." if entry_id is None else f"No history for {entry_id}.")
-    for it in items:
-        layer = f" {it['track']}/{it['scope']}" if it.get("track") else ""
-        version = f" v{it['version']}" if it.get("version") else ""
-        who = f" session {it['sessionId']}" if it.get("sessionId") else ""
-        subject = f' "{it["subject"]}"' if it.get("subject") is not None else ""
-        click.echo(visible(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}"
-                           f"{version}{who}{subject}")
-                   + f"\n    {visible(it.get('outcome') or '')}")
-        if it.get("text"):
-            # one entry's history shows its texts whole: it is where the owner reads a
-            # text withheld from snapshots
-            click.echo(f"    {one_line(it['text'], 96 if entry_id is None else sys.maxsize)}")
-            warning = shown_warning(it["text"])
-            if warning:
-                click.echo(f"    {warning}")
+        # printed as the history is walked: the newest at once, the rest as it comes
+        items = owner.history(entry_id, limit)
+        if as_json:
+            emit_json_items(items)
+            return
+        first = next(items, None)
+        if first is None:
+            click.echo("No history." if entry_id is None else f"No history for {entry_id}.")
+        for it in itertools.chain([first] if first is not None else [], items):
+            _print_history_item(it, entry_id)
+
+
+def _print_history_item(it: dict[str, Any], entry_id: str | None) -> None:
+    """One item of `filemem log`: the commit, when, what, whose; the outcome; the text."""
+    layer = f" {it['track']}/{it['scope']}" if it.get("track") else ""
+    version = f" v{it['version']}" if it.get("version") else ""
+    who = f" session {it['sessionId']}" if it.get("sessionId") else ""
+    subject = f' "{it["subject"]}"' if it.get("subject") is not None else ""
+    click.echo(visible(f"{it['commit'][:10]} {iso_ms(it['ts'])} {it['action']}{layer}"
+                       f"{version}{who}{subject}")
+               + f"\n    {visible(it.get('outcome') or '')}")
+    if it.get("text"):
+        # one entry's history shows its texts whole: it is where the owner reads a
+        # text withheld from snapshots
+        click.echo(f"    {one_line(it['text'], 96 if entry_id is None else sys.maxsize)}")
+        warning = shown_warning(it["text"])
+        if warning:
+            click.echo(f"    {warning}")
 
 
 @main.command()

@@ -16,7 +16,7 @@ method reaches them. Surfaces use this class and the Provider, never the store b
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from filemem import errors, shown
@@ -244,6 +244,12 @@ class Owner:
             ) -> list[dict[str, Any]]:
         from filemem.owner import logview
         return logview.log(self._store, entry_id, limit)
+
+    def history(self, entry_id: str | None = None, limit: int | None = None
+                ) -> Iterator[dict[str, Any]]:
+        """:meth:`log`'s items one by one, as the history is walked (the newest at once)."""
+        from filemem.owner import logview
+        return logview.history(self._store, entry_id, limit)
 
     def verify(self, progress: Callable[[int, int], None] | None = None, *,
                full: bool = False) -> Report:
