@@ -333,3 +333,39 @@ def test_a_row_recorded_late_by_a_read_begun_before_is_redacted_too(
     assert traces(secret_store, SECRET) == []
     rows = (secret_store / ".filemem" / "audit.jsonl").read_text().splitlines()
     assert json.loads(rows[-1])["text"] == f"- token {MARKER}"
+
+
+def test_a_long_history_of_many_versions_is_searched_with_forms_made_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry with many versions over a long history: each version's JSON forms are made
+    once for the whole rewrite (once per name, row and line of the history took hours at
+    100,000 commits), and the rewrite is what it was."""
+    from filemem.owner import redaction
+
+    store = tmp_path / "store"
+    budgets = {t: {"userGlobal": 10**6, "workspace": 10**6} for t in ("user", "agent")}
+    with filemem.open_store(store, create=True, write_policy="auto", budgets=budgets) as p:
+        entry = p.add({**UG, "text": "note v0: the café keeps \u00e9 and \"quotes\""},
+                      ctx())["entry"]
+        for i in range(12):
+            p.add({**UG, "text": f"bystander {i}"}, ctx())
+            p.replace({**UG, "match": f"note v{i}:", "text": f"note v{i + 1}: the café keeps "
+                       f"\u00e9 and \"quotes\""}, ctx())
+    made: list[str] = []
+    real = redaction._json_forms
+
+    def counted(text: str) -> tuple[str, ...]:
+        made.append(text)
+        return real(text)
+
+    monkeypatch.setattr(redaction, "_json_forms", counted)
+    with filemem.open_store(store) as p:
+        plan = Owner(p).redact_plan(entry["id"], None)
+    assert plan.found and plan.to_json()["commitsRewritten"] >= 25
+    assert len(set(made)) == 13 and len(made) <= 2 * 13  # once each, for each of 2 spreads
+    done = run_cli("redact", entry["id"], "--yes", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    for i in range(13):
+        assert traces(store, f"note v{i}: the café") == []
+    assert traces(store, "bystander 11") != []  # the others' texts stay
+    verify_ok(store)

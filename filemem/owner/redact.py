@@ -33,9 +33,10 @@ from typing import Any
 from filemem import errors
 from filemem.files import atomic, codec, gitprune, worktree
 from filemem.files.codec import CodecError
-from filemem.files.gitrepo import PendingObjects
+from filemem.files.gitrepo import CommitInfo, PendingObjects
 from filemem.files.layout import id_from_path
 from filemem.model import now_ms
+from filemem.owner import gitwalk
 from filemem.owner.redaction import ACTION, MARKER, Needles, redact_row
 from filemem.owner.rewrite import Rewrite, Rewriter
 from filemem.shown import counted
@@ -86,6 +87,7 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
     git = store.git
     texts: dict[str, set[str]] = {}
     records: dict[str, str] = {}  # entry id -> a redaction record naming it
+    commits: list[CommitInfo] = []
     stack, seen = list(gitprune.commit_refs(git.repo).values()), set()
     while stack:
         sha = stack.pop()
@@ -94,20 +96,28 @@ def _entry_needles(store: Store, prefix: str) -> Needles:
         seen.add(sha)
         info = git.commit(sha)
         stack.extend(info.parents)
-        for r in store.trail.commit_rows(info):
-            eid = str(r.get("entryId") or "")
-            if eid and eid.startswith(prefix):  # rows about no entry (an init) name none
-                texts.setdefault(eid, set())
-                if isinstance(r.get("text"), str):
-                    texts[eid].add(str(r["text"]))
-                if r.get("action") == ACTION:
-                    records[eid] = sha
-        parent = git.commit(info.parents[0]).tree if info.parents else None
-        for path, _old, new in git.diff(parent, info.tree):
-            eid = id_from_path(path) or ""
-            if new is not None and eid and eid.startswith(prefix):
-                with contextlib.suppress(CodecError):  # an invalid file: no text of it
-                    texts.setdefault(eid, set()).add(codec.decode(git.read_blob(new)).entry.text)
+        commits.append(info)
+    # the files each commit changed, by git when it is there (trees read in Python took a
+    # fifth of a redaction's plan at 100,000 commits)
+    with contextlib.closing(gitwalk.first_parent_diffs(git, commits)) as diffs:
+        for info, changes in zip(commits, diffs, strict=True):
+            for r in store.trail.commit_rows(info):
+                eid = str(r.get("entryId") or "")
+                if eid and eid.startswith(prefix):  # rows about no entry (an init) name none
+                    texts.setdefault(eid, set())
+                    if isinstance(r.get("text"), str):
+                        texts[eid].add(str(r["text"]))
+                    if r.get("action") == ACTION:
+                        records[eid] = info.sha
+            if changes is None:
+                parent = git.commit(info.parents[0]).tree if info.parents else None
+                changes = list(git.diff(parent, info.tree))
+            for path, _old, new in changes:
+                eid = id_from_path(path) or ""
+                if new is not None and eid and eid.startswith(prefix):
+                    with contextlib.suppress(CodecError):  # an invalid file: no text of it
+                        texts.setdefault(eid, set()).add(
+                            codec.decode(git.read_blob(new)).entry.text)
     if not texts:
         raise errors.invalid_input(
             f"no entry {prefix!r} in this store's history (`filemem list` and `filemem log` "

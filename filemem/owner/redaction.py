@@ -21,12 +21,14 @@ entry id, a layer, a session id, a commit's author) is refused before anything c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from filemem import errors
 from filemem.ops.base import Changes, Replayed, RowRule
@@ -55,6 +57,38 @@ def _json_forms(text: str) -> tuple[str, ...]:
     return (json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1])
 
 
+def _any_of(items: Iterable[str]) -> re.Pattern[str] | None:
+    """One expression matching where any of ``items`` occurs (None for none): one search in
+    C, where testing each (``item in text``) took ~0.4 µs an item, and an entry with 100
+    versions has 100 to test against every name, row and line of a history."""
+    unique = sorted(set(items), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, unique))) if unique else None
+
+
+def _any_of_bytes(items: Iterable[bytes]) -> re.Pattern[bytes] | None:
+    unique = sorted(set(items), key=len, reverse=True)
+    return re.compile(b"|".join(map(re.escape, unique))) if unique else None
+
+
+class _Finders(NamedTuple):
+    """The needles of one :meth:`Needles.spread` and the searches for them, made once."""
+
+    needles: tuple[str, ...]
+    folded: tuple[str, ...]  # whitespace folded, as a subject shows them
+    raw: re.Pattern[str] | None
+    forms: re.Pattern[str] | None  # as written, and as JSON strings write them
+    encoded: re.Pattern[bytes] | None
+    any_folded: re.Pattern[str] | None
+
+    @classmethod
+    def of(cls, needles: tuple[str, ...]) -> _Finders:
+        folded = tuple(c for c in (" ".join(n.split()) for n in needles) if c)
+        return cls(needles, folded, _any_of(needles),
+                   _any_of(f for n in needles for f in (n, *_json_forms(n))),
+                   _any_of_bytes(n.encode("utf-8", "surrogatepass") for n in needles),
+                   _any_of(folded))
+
+
 @dataclass(frozen=True)
 class Needles:
     """The texts to remove (longest first) and, for an entry's redaction, its id."""
@@ -71,12 +105,30 @@ class Needles:
 
     def spread(self, naming: bool = False) -> tuple[str, ...]:
         """The needles replaced wherever they occur (all of them where the entry is named)."""
-        if self.entry_id is None or naming:
-            return self.texts
-        return tuple(t for t in self.texts if len(t) >= SPREAD_MIN)
+        return self._finders(naming).needles
+
+    def collapsed(self, naming: bool = False) -> tuple[str, ...]:
+        """:meth:`spread` with whitespace folded, as a commit's subject shows a text."""
+        return self._finders(naming).folded
+
+    def _finders(self, naming: bool) -> _Finders:
+        wide = self.entry_id is None or naming
+        made = self._made.get(wide)
+        if made is None:
+            needles = self.texts if wide else \
+                tuple(t for t in self.texts if len(t) >= SPREAD_MIN)
+            made = self._made[wide] = _Finders.of(needles)
+        return made
+
+    @functools.cached_property
+    def _made(self) -> dict[bool, _Finders]:
+        return {}
 
     def free(self, text: str, naming: bool = False) -> str:
-        for needle in self.spread(naming):
+        finders = self._finders(naming)
+        if finders.raw is None or finders.raw.search(text) is None:
+            return text
+        for needle in finders.needles:  # one after the other, longest first
             if needle in text:
                 text = text.replace(needle, MARKER)
         return text
@@ -89,11 +141,17 @@ class Needles:
 
     def found(self, text: str, naming: bool = False) -> bool:
         """Whether any needle is in ``text``, raw or as JSON escapes it."""
-        return any(n in text or any(f in text for f in _json_forms(n))
-                   for n in self.spread(naming))
+        forms = self._finders(naming).forms
+        return forms is not None and forms.search(text) is not None
 
     def found_bytes(self, data: bytes, naming: bool = False) -> bool:
-        return any(n.encode("utf-8", "surrogatepass") in data for n in self.spread(naming))
+        encoded = self._finders(naming).encoded
+        return encoded is not None and encoded.search(data) is not None
+
+    def found_folded(self, text: str, naming: bool = False) -> bool:
+        """Whether any needle is in ``text`` as a subject shows it (whitespace folded)."""
+        folded = self._finders(naming).any_folded
+        return folded is not None and folded.search(text) is not None
 
     def digest(self) -> str:
         """A salted, slow hash of what is redacted (never the text): ``scrypt$salt$hash``.
@@ -123,20 +181,15 @@ def redact_row(r: AuditRow, needles: Needles, naming: bool) -> AuditRow:
     return out  # type: ignore[return-value]
 
 
-def _collapsed(needles: tuple[str, ...]) -> list[str]:
-    return [c for c in (" ".join(n.split()) for n in needles) if c]
-
-
 def redact_subject(subject: str, needles: Needles, naming: bool) -> str:
     """A subject line: the needles as written, and as the subject shows them (whitespace
     folded); a subject cut off ("…") in the middle of one loses that start as well."""
-    spread = needles.spread(naming)
     subject = needles.free(subject, naming)
-    for c in _collapsed(spread):
+    for c in needles.collapsed(naming):
         subject = subject.replace(c, MARKER)
     if subject.endswith("\u2026"):
         cut = subject[:-1]
-        for c in _collapsed(spread):
+        for c in needles.collapsed(naming):
             for n in range(min(len(c), len(cut)), 2, -1):
                 if cut.endswith(c[:n]):
                     return cut[:-n] + MARKER + "\u2026"
@@ -165,7 +218,7 @@ def redact_message(message: str, needles: Needles) -> str:
             out = message
         else:
             out = commit_message(new_subject, new_body, new_rows)
-    if needles.found(out, naming) or any(c in out for c in _collapsed(needles.spread(naming))):
+    if needles.found(out, naming) or needles.found_folded(out, naming):
         if rows is not None:  # still there once every text is redacted: in the structure
             raise refused("the audit trailers of the commit messages (their field names "
                           "or fixed values)", "those are how the audit trail is read")
@@ -180,7 +233,7 @@ def _raw(text: str, needles: Needles, naming: bool) -> str:
         text = text.replace(n, MARKER)
         for form in _json_forms(n):
             text = text.replace(form, MARKER)
-    for c in _collapsed(spread):
+    for c in needles.collapsed(naming):
         text = text.replace(c, MARKER)
     return text
 
