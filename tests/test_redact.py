@@ -369,3 +369,28 @@ def test_a_long_history_of_many_versions_is_searched_with_forms_made_once(
         assert traces(store, f"note v{i}: the café") == []
     assert traces(store, "bystander 11") != []  # the others' texts stay
     verify_ok(store)
+
+
+def test_a_long_history_says_how_far_the_redaction_got(secret_store: Path) -> None:
+    """Reading and rewriting thousands of commits takes a while: the API reports every
+    thousand commits; on a terminal, one line of stderr counts them and is wiped after;
+    without a terminal nothing is printed but the result."""
+    from tests.test_history import fast_history
+
+    store = secret_store
+    total = fast_history(store, 30, 2100)
+    with filemem.open_store(store) as p:
+        counts: list[int] = []
+        plan = Owner(p).redact_plan(None, SECRET, counts.append)
+    assert plan.found and counts == list(range(1000, total, 1000))
+    code, out = run_at_terminal(["redact", "--text", SECRET, "--store", str(store)], b"y\n",
+                                prompt=b"Redact it?")
+    assert code == 0, out
+    assert "Reading the history: 1,000 commits..." in out
+    assert "Rewriting the history: 2,000 commits..." in out
+    assert "\rRedacted a text" in out.replace(" " * 20, "")  # the line wiped, then the result
+    assert traces(store, SECRET) == []
+    done = run_cli("redact", "--text", "note 7 v1", "--yes", store=store)  # no terminal
+    assert done.returncode == 0, done.stderr
+    assert "commits..." not in done.stderr + done.stdout
+    verify_ok(store)

@@ -39,7 +39,8 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
     ledger, pending approvals and caches. Each rewritten commit keeps its audit row, with
     the text replaced by [redacted]; one new audit row records what was redacted (the
     entry id and a salted hash, never the text), when and by whom. Old objects are pruned
-    from .git. Asks first (shows how many commits are rewritten) unless --yes.
+    from .git. Asks first (shows how many commits are rewritten) unless --yes. On a
+    terminal, a line counts the commits as the history is read and rewritten.
 
     Copies made before the redaction (other clones, backups) still hold the text. A
     remote is rewritten by the next `filemem sync`."""
@@ -50,7 +51,8 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
     if (entry_id is None) == (text is None):
         raise errors.invalid_input("give an ENTRY-ID or --text SUBSTRING (one of them)")
     with open_owner(store_path) as owner:
-        plan = owner.redact_plan(entry_id, text)
+        with _Progress("Reading the history") as progress:
+            plan = owner.redact_plan(entry_id, text, progress.show)
         summary = plan.to_json()
         if not plan.found:
             raise errors.invalid_input(f"{plan.what} is nowhere in this store (its history, "
@@ -58,7 +60,8 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
         if not yes and not _confirm(_describe(summary), from_stdin):
             click.echo("Nothing was changed.", err=True)
             sys.exit(EXIT_DENIED)  # not approved, as a declined write
-        result = owner.redact(entry_id, text)
+        with _Progress("Rewriting the history") as progress:
+            result = owner.redact(entry_id, text, progress.show)
     if as_json:
         emit_json(result)
         return
@@ -70,6 +73,28 @@ def redact(entry_id: str | None, text: str | None, yes: bool, store_path: str | 
     for name in result["remotesToPush"]:
         click.echo(f"  {name} still holds the old history: `filemem sync {name}` rewrites it.")
     click.echo("Copies made before now (other clones, backups) still hold the text.")
+
+
+class _Progress:
+    """On a terminal, one line of stderr saying how many commits are done, rewritten in
+    place every thousand commits and wiped at the end (a long history takes a minute)."""
+
+    def __init__(self, doing: str) -> None:
+        self.doing = doing
+        self.width = 0
+        self.show = self._show if sys.stderr.isatty() else None
+
+    def _show(self, done: int) -> None:
+        line = f"{self.doing}: {done:,} commits..."
+        self.width = max(self.width, len(line))
+        click.echo(f"\r{line}", err=True, nl=False)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.width:
+            click.echo("\r" + " " * self.width + "\r", err=True, nl=False)
 
 
 _QUESTION = "Redact it? The old history is then gone from this store"

@@ -260,16 +260,19 @@ class Owner:
 
     # ------------------------------------------------------------ redaction
 
-    def redact_plan(self, entry_id: str | None = None,
-                    text: str | None = None) -> redact.Plan:
-        """What redacting an entry (its every text) or a text would change; changes nothing."""
+    def redact_plan(self, entry_id: str | None = None, text: str | None = None,
+                    progress: Callable[[int], None] | None = None) -> redact.Plan:
+        """What redacting an entry (its every text) or a text would change; changes nothing.
+        ``progress`` is told the commits read so far, every thousand."""
         from filemem.owner import redact
-        return redact.plan(self._store, entry_id, text)
+        return redact.plan(self._store, entry_id, text, progress)
 
-    def redact(self, entry_id: str | None = None, text: str | None = None) -> dict[str, Any]:
-        """Remove an entry's texts, or a text, from the whole history (owner only)."""
+    def redact(self, entry_id: str | None = None, text: str | None = None,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Remove an entry's texts, or a text, from the whole history (owner only);
+        ``progress`` as for :meth:`redact_plan`."""
         from filemem.owner import redact
-        return redact.apply(self._store, entry_id, text)
+        return redact.apply(self._store, entry_id, text, progress)
 
     # ------------------------------------------------------------ remotes and sync
 

@@ -27,6 +27,7 @@ import getpass
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,7 +203,8 @@ def _pending(store: Store, needles: Needles) -> dict[str, bytes]:
     return out
 
 
-def _plan_locked(store: Store, entry_id: str | None, text: str | None) -> Plan:
+def _plan_locked(store: Store, entry_id: str | None, text: str | None,
+                 progress: Callable[[int], None] | None = None) -> Plan:
     if (entry_id is None) == (text is None):
         raise errors.invalid_input("give an entry id or --text, not both nor neither")
     gitprune.git_cli()
@@ -220,16 +222,18 @@ def _plan_locked(store: Store, entry_id: str | None, text: str | None) -> Plan:
         assert entry_id is not None
         needles = _entry_needles(store, entry_id)
         what = f"entry {needles.entry_id} ({counted(len(needles.texts), 'text')})"
-    rewrite = Rewriter(store.git, needles).run(gitprune.commit_refs(store.git.repo))
+    rewrite = Rewriter(store.git, needles).run(gitprune.commit_refs(store.git.repo), progress)
     ledger, size = _ledger(store, needles)
     return Plan(needles, what, head, rewrite, ledger, size, _pending(store, needles))
 
 
-def plan(store: Store, entry_id: str | None = None, text: str | None = None) -> Plan:
-    """What redacting ``entry_id`` (its every text) or ``text`` would change."""
+def plan(store: Store, entry_id: str | None = None, text: str | None = None,
+         progress: Callable[[int], None] | None = None) -> Plan:
+    """What redacting ``entry_id`` (its every text) or ``text`` would change; ``progress``
+    is told the commits read so far, now and then (a long history takes a while)."""
     with store.locked(), private_files():
         store.repair()
-        return _plan_locked(store, entry_id, text)
+        return _plan_locked(store, entry_id, text, progress)
 
 
 def _by_whom() -> str:
@@ -240,13 +244,15 @@ def _by_whom() -> str:
     return f"the owner's `filemem redact` ({user}@{socket.gethostname()})"
 
 
-def apply(store: Store, entry_id: str | None = None, text: str | None = None) -> dict[str, Any]:
+def apply(store: Store, entry_id: str | None = None, text: str | None = None,
+          progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Redact (see the module docstring); returns what was done. INVALID_INPUT if the text
-    (or the entry) is nowhere, or somewhere it cannot be rewritten: nothing changed then."""
+    (or the entry) is nowhere, or somewhere it cannot be rewritten: nothing changed then.
+    ``progress``: as for :func:`plan`."""
     with store.locked(), private_files():
         store.repair()
         redactstage.clear(store)
-        p = _plan_locked(store, entry_id, text)
+        p = _plan_locked(store, entry_id, text, progress)
         if not p.found:
             raise errors.invalid_input(
                 f"{p.what} is nowhere in this store (its history, its ledger, its pending "

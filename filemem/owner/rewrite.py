@@ -10,7 +10,9 @@ and commits are memoised by sha, so a long history costs what changed, not its l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from filemem import config as config_mod
 from filemem.files import codec
@@ -19,6 +21,8 @@ from filemem.files.gitrepo import TREE_MODE, GitRepo, PendingObjects, serialize_
 from filemem.files.layout import id_from_path, is_entry_path
 from filemem.owner.redaction import Needles, redact_message, refused
 from filemem.store.names import CONFIG_FILE
+
+PROGRESS_EVERY: Final = 1000  # commits rewritten between two reports of progress
 
 
 @dataclass
@@ -154,8 +158,10 @@ class Rewriter:
         self.out.commits[sha] = new_sha
         return new_sha
 
-    def run(self, refs: dict[str, str]) -> Rewrite:
-        """Rewrite everything ``refs`` reach (parents first, no recursion)."""
+    def run(self, refs: dict[str, str], progress: Callable[[int], None] | None = None
+            ) -> Rewrite:
+        """Rewrite everything ``refs`` reach (parents first, no recursion); ``progress``
+        is told the commits done so far every :data:`PROGRESS_EVERY`."""
         for name, tip in sorted(refs.items()):
             stack: list[tuple[str, bool]] = [(tip, False)]
             while stack:
@@ -164,6 +170,8 @@ class Rewriter:
                     continue
                 if expanded:
                     self.commit(sha)
+                    if progress is not None and len(self.out.commits) % PROGRESS_EVERY == 0:
+                        progress(len(self.out.commits))
                     continue
                 stack.append((sha, True))
                 stack.extend((p, False) for p in self.git.commit(sha).parents
