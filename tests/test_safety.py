@@ -390,6 +390,32 @@ def test_symlinked_folder_is_not_followed(linked: str, provider: filemem.Provide
 # ---------------------------------------------------------------- a stale lock of git's own
 
 
+def test_an_index_lock_of_a_write_that_ends_while_it_is_looked_at_is_not_git_s(
+        provider: filemem.Provider, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write's check before the store lock (as its approval's) sees git's index.lock;
+    the other process's write that held it ends (its log record settled, the lock renamed
+    away) between that look and the look at the log: the lock was that write's, not a git
+    command's, and this write goes on (it was STORE_BUSY, a race seen once in a full run of
+    the conformance suite's four racing processes)."""
+    provider.add({**UG, "text": "first"}, ctx())
+    lock = store_path / ".git" / "index.lock"
+    store = provider.store
+    real = type(store.wal).unsettled
+    ended: list[bool] = []
+
+    def unsettled(self: Any) -> Any:  # the other write ends right now
+        if lock.exists():
+            lock.unlink()
+            ended.append(True)
+        return real(self)
+
+    monkeypatch.setattr(type(store.wal), "unsettled", unsettled)
+    lock.write_bytes(b"the other process's write")
+    provider.add({**UG, "text": "second"}, ctx())
+    assert ended and sorted(e["text"] for e in provider.list_entries()) == ["first", "second"]
+    assert_clean_repo(store_path)
+
+
 def test_stale_git_index_lock_refuses_the_write(provider: filemem.Provider,
                                                 store_path: Path) -> None:
     """A `.git/index.lock` held by a git command (or left by a crashed one) is git's, not

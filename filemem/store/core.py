@@ -475,13 +475,20 @@ class Store:
                     "links in the store (replace it with a real folder)") from None
         lock = self.git.file_of("index.lock")
         deadline = time.monotonic() + wait
-        while os.path.exists(lock) and not (self.journal.exists()
-                                            or self.wal.unsettled() is not None):
-            if time.monotonic() > deadline:
+        seen = None
+        while True:
+            held = atomic.identity_at(lock)
+            if held is None or self.journal.exists() or self.wal.unsettled() is not None:
+                return  # no lock, or a filemem write's own (its journal or record is there)
+            # the same lock file seen twice, with no filemem write under way: a git command's.
+            # Seen once, it may be a write by another process that ended between the looks
+            # (a check before the store lock is taken, as an approval's): look again.
+            if held == seen and time.monotonic() > deadline:
                 raise errors.StoreBusy(
                     f"the store is busy: {lock} exists, so a git command is using this "
                     "store's index; wait for it to finish, or delete the file if no git "
                     "command is running; nothing was written")
+            seen = held
             time.sleep(0.02)
 
     def refuse_unfinished_git(self) -> None:
