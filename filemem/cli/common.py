@@ -12,7 +12,6 @@ bisect is unfinished in the store (finish or abort it with git; reads work), 9 `
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import shlex
 import sys
@@ -84,18 +83,11 @@ def emit_json(value: Any) -> None:
 def emit_json_items(items: Iterator[Any]) -> None:
     """:func:`emit_json` of a list given as an iterator, each item printed as it comes (the
     same text as the whole list at once)."""
-    first = next(items, _NONE)
-    if first is _NONE:
-        emit_json([])
-        return
-    emit_exact("[\n")
-    for n, item in enumerate(itertools.chain([first], items)):
-        emit_exact(("" if n == 0 else ",\n") + "  "
+    n = -1
+    for n, item in enumerate(items):
+        emit_exact(("[\n" if n == 0 else ",\n") + "  "
                    + json_text(item, indent=2).replace("\n", "\n  "))
-    emit_exact("\n]\n")
-
-
-_NONE: Any = object()
+    emit_exact("[]\n" if n < 0 else "\n]\n")
 
 
 def emit_exact(text: str) -> None:

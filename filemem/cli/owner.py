@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -357,11 +356,12 @@ def log_(entry_id: str | None, limit: int | None, store_path: str | None, as_jso
         if as_json:
             emit_json_items(items)
             return
-        first = next(items, None)
-        if first is None:
-            click.echo("No history." if entry_id is None else f"No history for {entry_id}.")
-        for it in itertools.chain([first] if first is not None else [], items):
+        shown = False
+        for it in items:
             _print_history_item(it, entry_id)
+            shown = True
+        if not shown:
+            click.echo("No history." if entry_id is None else f"No history for {entry_id}.")
 
 
 def _print_history_item(it: dict[str, Any], entry_id: str | None) -> None:

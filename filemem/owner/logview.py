@@ -97,43 +97,34 @@ def history(store: Store, entry_id: str | None = None, limit: int | None = None
     once, where the whole of a history of 100,000 commits takes seconds. With
     ``entry_id``, INVALID_INPUT (ambiguous) comes before the first item."""
     if entry_id is None:
-        yield from _items(store, commits_newest_first(store), None, itertools.repeat(None),
-                          limit)
+        yield from itertools.islice(_items(store, commits_newest_first(store), None,
+                                           itertools.repeat(None)), limit)
         return
     commits = _about(store, entry_id)
     _unique_entry(store, entry_id, commits)
     # the files each commit changed, by git when it is there: its trees, delta chains of a
     # long history, read in Python took a quarter of a `log --entry` at 100,000 commits
     with contextlib.closing(gitwalk.first_parent_diffs(store.git, commits)) as diffs:
-        yield from _items(store, commits, entry_id, diffs, limit)
+        yield from itertools.islice(_items(store, commits, entry_id, diffs), limit)
 
 
 def _items(store: Store, commits: Iterable[CommitInfo], entry_id: str | None,
-           diffs: Iterator[list[gitwalk.Change] | None], limit: int | None
-           ) -> Iterator[dict[str, Any]]:
+           diffs: Iterator[list[gitwalk.Change] | None]) -> Iterator[dict[str, Any]]:
     """The audit rows of ``commits`` (with ``entry_id``: those naming it, each with the
-    entry's version, found in the commit's changed files from ``diffs``), at most ``limit``."""
-    left = limit
+    entry's version, found in the commit's changed files from ``diffs``)."""
     for info, changes in zip(commits, diffs, strict=False):  # diffs: one a commit, or None
-        if left == 0:
-            return
         rows = store.trail.commit_rows(info)
         if entry_id is not None and logindex.external(rows):
-            items = _external_items(store, info, rows[0], entry_id, changes)
-        else:
-            items = []
-            for r in rows:
-                if entry_id is not None and \
-                        not str(r.get("entryId") or "").startswith(entry_id):
-                    continue
-                item = {"commit": info.sha, **r}
-                if entry_id is not None and r.get("entryId"):
-                    entry = _entry_at(store, info, str(r["entryId"]), changes)
-                    item["version"] = entry.version if entry else None
-                items.append(item)
-        yield from items[:left]
-        if left is not None:
-            left -= min(left, len(items))
+            yield from _external_items(store, info, rows[0], entry_id, changes)
+            continue
+        for r in rows:
+            if entry_id is not None and not str(r.get("entryId") or "").startswith(entry_id):
+                continue
+            item = {"commit": info.sha, **r}
+            if entry_id is not None and r.get("entryId"):
+                entry = _entry_at(store, info, str(r["entryId"]), changes)
+                item["version"] = entry.version if entry else None
+            yield item
 
 
 def _external_items(store: Store, info: CommitInfo, row: AuditRow, prefix: str,
