@@ -17,6 +17,7 @@ import pytest
 import filemem
 from filemem.files.gitrepo import PendingObjects
 from filemem.files.layout import entry_path
+from filemem.owner import leftovers
 from filemem.owner import merge as fmerge
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
@@ -543,7 +544,7 @@ def test_a_quarantine_a_killed_git_push_left_in_a_local_remote_is_cleared_once_s
     assert git(m.remote, "rev-parse", "main").strip() != head(m.a_path)
     fsync.sync(m.a.store)  # pushed beside them: young, they are left alone
     assert sorted(objects.glob("tmp_objdir-incoming-*")) == left
-    old = time.time() - 2 * fremotes.STALE_TEMP_PACK
+    old = time.time() - 2 * leftovers.STALE_TEMP_PACK
     for q in left:
         for path in [q, *q.rglob("*")]:
             os.utime(path, (old, old))

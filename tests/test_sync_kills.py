@@ -33,6 +33,7 @@ import filemem
 from filemem.owner import gitfetch
 from filemem.owner import remotes as fremotes
 from filemem.owner import sync as fsync
+from filemem.owner.leftovers import STALE_TEMP_PACK
 from tests.conftest import ctx, git
 from tests.test_owner_kills import assert_sound, cli, run_and_kill
 
@@ -182,7 +183,7 @@ def test_killing_sync_leaves_before_or_after_and_the_next_sync_finishes(
             seen[outcome] += 1
             print(f"round {n}: killed at {delay:.3f} s (exit {code}): {outcome}")
             for left in temp_files(remote):  # a killed push's: the next push removes them
-                old_time = time.time() - 2 * fremotes.STALE_TEMP_PACK  # once left that long
+                old_time = time.time() - 2 * STALE_TEMP_PACK  # once left that long
                 os.utime(remote / left, (old_time, old_time))
             sync_cli(target)  # the next sync works (and finishes the push if it was cut)
             assert head(remote, "main") == head(target)
@@ -289,7 +290,7 @@ def test_a_dead_pushs_temporary_packs_are_removed_from_a_local_remote_once_old(
     stale = remote / "objects" / "tmp_pack_q1w2e3"
     for f in (old, young, stale):
         f.write_bytes(b"PACK half written")
-    then = time.time() - 2 * fremotes.STALE_TEMP_PACK
+    then = time.time() - 2 * STALE_TEMP_PACK
     for f in (old, stale):
         os.utime(f, (then, then))
     write(a_path, "pushed")
@@ -408,7 +409,7 @@ def test_a_push_killed_writing_its_pack_index_in_a_local_remote(
     assert lock.exists() and head(remote, "main") == before
     sync_cli(a_path)  # git push
     assert lock.exists() and head(remote, "main") == head(a_path)
-    then = time.time() - 2 * fremotes.STALE_TEMP_PACK
+    then = time.time() - 2 * STALE_TEMP_PACK
     os.utime(lock, (then, then))
     write(a_path, "pushed again")
     sync_cli(a_path)

@@ -27,7 +27,6 @@ from filemem.errors import SyncError
 from filemem.files.gitrepo import BRANCH, GitRepo
 from filemem.files.modes import pack_names, private_packs
 from filemem.owner import gitfetch, gitpush, leftovers
-from filemem.owner.leftovers import STALE_TEMP_PACK, clear_temp_packs, ref_lock_cleared
 from filemem.store.core import Store
 from filemem.store.names import private_files
 
@@ -475,10 +474,10 @@ def _check_local_target(git: GitRepo, remote: Remote) -> str:
     git_dir = refuse_working_store(git, remote)
     assert git_dir is not None  # a local path, and a repository (else refused)
     lock = os.path.join(git_dir, "refs", "heads", f"{BRANCH}.lock")
-    if not ref_lock_cleared(lock):
+    if not leftovers.ref_lock_cleared(lock):
         raise SyncError("REMOTE_BUSY", f"{lock} is held: another push to {remote.name} "
                                        "is running; sync again in a moment")
-    clear_temp_packs(git_dir, older_than=STALE_TEMP_PACK)
+    leftovers.clear_temp_packs(git_dir, older_than=leftovers.STALE_TEMP_PACK)
     return git_dir
 
 
@@ -505,7 +504,7 @@ def clear_stale_local(git: GitRepo, remote: Remote) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(git.git_dir, *tracking_ref(remote).decode().split("/"))
                   + ".lock")
-    clear_temp_packs(git.git_dir)
+    leftovers.clear_temp_packs(git.git_dir)
 
 
 def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
@@ -518,7 +517,7 @@ def _locked_file(exc: Any, remote: Remote, *, pushing: bool) -> SyncError:
                          "again")
     return SyncError("REMOTE_BUSY", f"cannot push to {remote.name}: {lock} is held (another "
                      "push is writing it, or one was killed while writing it; the next sync "
-                     f"removes it once it is {STALE_TEMP_PACK / 60:.0f} minutes old); "
+                     f"removes it once it is {leftovers.STALE_TEMP_PACK / 60:.0f} minutes old); "
                      "sync again later")
 
 
