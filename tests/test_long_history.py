@@ -530,3 +530,44 @@ def test_the_git_cli_push_is_a_compare_and_swap_and_leaves_what_it_cannot_do_to_
     assert git(m.remote, "rev-parse", "main").strip() == old
     assert gitpush.push_local(root, remote, ref, old, new) == gitpush.Pushed(False, None)
     assert git(m.remote, "rev-parse", "main").strip() == new
+
+
+def test_a_watched_sync_shows_gits_progress_lines_and_nothing_else_git_says(
+        machines: Any) -> None:
+    """With someone watching (a ``progress`` callback: `filemem sync` on a terminal), the
+    git CLI's push and fetch hand over their progress lines as git writes them, as dulwich's
+    transfers do; git's other words (its "To <path>", hints, errors) are not shown, filemem
+    says what happened. Unwatched, git is asked for none (``--quiet`` for the fetch)."""
+    if shutil.which("git") is None:
+        pytest.skip("git CLI not installed")
+    from filemem.files import gitcli
+    from filemem.owner.remotes import SyncError
+
+    m = machines
+
+    def each_progress(shown: list[bytes]) -> bytes:
+        assert shown
+        for line in shown:
+            assert line.endswith((b"\r", b"\n")) and gitcli._PROGRESS_LINE.match(line), line
+        return b"".join(shown)
+
+    m.a.seed([{**UG, "text": f"seeded {i}"} for i in range(150)], ctx())
+    pushed: list[bytes] = []
+    assert [s["kind"] for s in fsync.sync(m.a.store, progress=pushed.append).steps] == ["push"]
+    assert b"Writing objects: 100% (" in each_progress(pushed)
+    fetched: list[bytes] = []
+    assert fsync.sync(m.b.store, progress=fetched.append).steps[0]["kind"] == "fast-forward"
+    assert b"Receiving objects: 100% (" in each_progress(fetched)
+    assert head(m.b_path) == head(m.a_path)
+    # refused by the remote's hook while watched: its reason in filemem's error, and of
+    # git's lines only the progress
+    hook = m.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho no pushes today >&2\nexit 1\n")
+    hook.chmod(0o755)
+    m.a.add({**UG, "text": "refused"}, ctx())
+    refused: list[bytes] = []
+    with pytest.raises(SyncError) as info:
+        fsync.sync(m.a.store, progress=refused.append)
+    assert info.value.code == "PUSH_REJECTED" and "no pushes today" in info.value.message
+    said = each_progress(refused)
+    assert b"hint" not in said and b"error" not in said and b"no pushes today" not in said

@@ -14,25 +14,27 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 
 from filemem.files import gitcli
 from filemem.files.gitrepo import GitRepo
 
 
-def fetch_local(git: GitRepo, path: str, branch_ref: str, tracking: str) -> str | None:
+def fetch_local(git: GitRepo, path: str, branch_ref: str, tracking: str,
+                progress: Callable[[bytes], None] | None = None) -> str | None:
     """Fetch ``branch_ref`` of the repository at ``path`` into ``tracking``; the commit
-    fetched, or None if the git CLI is missing or did not do it."""
+    fetched, or None if the git CLI is missing or did not do it. ``progress``: given git's
+    progress lines as it fetches."""
     exe = gitcli.which()
     if exe is None or not os.path.isabs(path):
         return None  # (a relative path: dulwich reads it from the current folder, git would not)
     env = gitcli.env(GIT_TERMINAL_PROMPT="0")
-    done = subprocess.run(
+    done = gitcli.transfer(
         [exe, "-C", git.root, "-c", "gc.auto=0", "-c", "core.hooksPath=/dev/null",
          "-c", "fetch.writeCommitGraph=false", "-c", "fetch.unpackLimit=1",  # a pack, always
-         "fetch", "--quiet", "--no-tags",
+         "fetch", "--progress" if progress else "--quiet", "--no-tags",
          "--no-write-fetch-head", "--no-recurse-submodules", "--", path,
-         f"+{branch_ref}:{tracking}"],
-        capture_output=True, stdin=subprocess.DEVNULL, env=env)
+         f"+{branch_ref}:{tracking}"], env, progress)
     if done.returncode != 0:
         return None
     head = subprocess.run([exe, "-C", git.root, "rev-parse", "--verify", "-q",

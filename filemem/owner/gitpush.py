@@ -15,7 +15,7 @@ words. Network remotes always go through dulwich: the git CLI could ask for cred
 from __future__ import annotations
 
 import os
-import subprocess
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from filemem.files import gitcli
@@ -32,21 +32,22 @@ class Pushed(NamedTuple):
     refused: str | None
 
 
-def push_local(root: str, path: str, ref: str, expected: str | None, new: str
-               ) -> Pushed | None:
+def push_local(root: str, path: str, ref: str, expected: str | None, new: str,
+               progress: Callable[[bytes], None] | None = None) -> Pushed | None:
     """Move ``ref`` of the repository at ``path`` from ``expected`` (None: absent) to
     ``new``, a commit of the store at ``root``; None if the git CLI is missing or did not
-    do it."""
+    do it. ``progress``: given git's progress lines as it pushes."""
     exe = gitcli.which()
     if exe is None or not os.path.isabs(path):
         return None  # (a relative path: dulwich reads it from the current folder, git would not)
-    done = subprocess.run(
+    done = gitcli.transfer(
         [exe, "-C", root, "push", "--porcelain", "--no-verify", "--no-follow-tags",
-         "--no-recurse-submodules", f"--force-with-lease={ref}:{expected or ''}", "--",
-         path, f"{new}:{ref}"],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        env=gitcli.env(GIT_TERMINAL_PROMPT="0"))
-    status = _status(done.stdout, ref)
+         "--no-recurse-submodules", *(["--progress"] if progress else []),
+         f"--force-with-lease={ref}:{expected or ''}", "--", path, f"{new}:{ref}"],
+        gitcli.env(GIT_TERMINAL_PROMPT="0"), progress)
+    stdout = done.stdout.decode("utf-8", "replace")
+    stderr = done.stderr.decode("utf-8", "replace")
+    status = _status(stdout, ref)
     if status is None:
         return None
     flag, summary = status
@@ -57,7 +58,7 @@ def push_local(root: str, path: str, ref: str, expected: str | None, new: str
     if summary.startswith("[remote rejected]"):
         reason = summary.removeprefix("[remote rejected]").strip().strip("()")
         if not any(word in reason for word in _BUSY):
-            said = [line[len("remote:"):].strip() for line in done.stderr.splitlines()
+            said = [line[len("remote:"):].strip() for line in stderr.splitlines()
                     if line.startswith("remote:") and line[len("remote:"):].strip()]
             return Pushed(moved=False, refused=reason + (f" (it said: {'; '.join(said)})"
                                                          if said else ""))

@@ -292,7 +292,7 @@ def fetch(git: GitRepo, remote: Remote, progress: Progress | None = None, *,
     if local is not None:  # on this machine: the git CLI's fetch, if there is one
         with private_files():
             fetched = gitfetch.fetch_local(git, local, BRANCH_REF.decode(),
-                                           tracking_ref(remote).decode())
+                                           tracking_ref(remote).decode(), progress)
             private_packs(git.git_dir)
         if fetched is not None:
             return fetched
@@ -336,8 +336,8 @@ def push(git: GitRepo, remote: Remote, expected: str | None, new: str,
     # group or other: git's own files there keep the modes git gave them
     with _transport_errors(remote, "push to"), private_files():
         try:
-            sent = gitpush.push_local(git.root, local, BRANCH_REF.decode(), expected, new) \
-                if local is not None else None
+            sent = gitpush.push_local(git.root, local, BRANCH_REF.decode(), expected, new,
+                                      progress) if local is not None else None
             if sent is None:
                 sent = _send_pack(git, client, path, remote, target, expected, new, progress)
         finally:
