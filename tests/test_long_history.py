@@ -533,17 +533,25 @@ def test_the_git_cli_push_is_a_compare_and_swap_and_leaves_what_it_cannot_do_to_
 
 
 def test_a_watched_sync_shows_gits_progress_lines_and_nothing_else_git_says(
-        machines: Any) -> None:
+        machines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """With someone watching (a ``progress`` callback: `filemem sync` on a terminal), the
     git CLI's push and fetch hand over their progress lines as git writes them, as dulwich's
-    transfers do; git's other words (its "To <path>", hints, errors) are not shown, filemem
-    says what happened. Unwatched, git is asked for none (``--quiet`` for the fetch)."""
+    transfers do, once the transfer has run for ``gitcli.PROGRESS_AFTER`` seconds (0 here;
+    a transfer done before then shows none); git's other words (its "To <path>", hints,
+    errors) are not shown, filemem says what happened."""
     if shutil.which("git") is None:
         pytest.skip("git CLI not installed")
     from filemem.files import gitcli
     from filemem.owner.remotes import SyncError
 
     m = machines
+    monkeypatch.setattr(gitcli, "PROGRESS_AFTER", 3600.0)  # done long before: nothing shown
+    m.a.add({**UG, "text": "quick"}, ctx())
+    quiet: list[bytes] = []
+    assert [s["kind"] for s in fsync.sync(m.a.store, progress=quiet.append).steps] == ["push"]
+    assert fsync.sync(m.b.store, progress=quiet.append).steps[0]["kind"] == "fast-forward"
+    assert quiet == []
+    monkeypatch.setattr(gitcli, "PROGRESS_AFTER", 0.0)
 
     def each_progress(shown: list[bytes]) -> bytes:
         assert shown

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -48,6 +49,9 @@ def env(**extra: str) -> dict[str, str]:
 # a line of git's own progress ("Writing objects:  45% (4500/10000)", "remote: Counting
 # objects: 302, done."), not its hints or errors, which filemem says in its own words
 _PROGRESS_LINE: Final = re.compile(rb"(?:remote: )?[A-Z][a-z]+(?: [a-z]+)*: +\d")
+# seconds a transfer runs before its progress is shown, as git delays its own: a sync of a
+# few commits prints only what it did
+PROGRESS_AFTER = 1.0
 
 
 def transfer(args: list[str], env: dict[str, str],
@@ -55,8 +59,9 @@ def transfer(args: list[str], env: dict[str, str],
              ) -> subprocess.CompletedProcess[bytes]:
     """Run a git command that moves objects (fetch, push), its output captured. With
     ``progress`` (the caller's command asks git for ``--progress``), git's progress lines
-    are handed to it as git writes them (a line redrawn ends in ``\\r``): a push or fetch of
-    100,000 commits takes seconds."""
+    are handed to it as git writes them (a line redrawn ends in ``\\r``) once the command
+    has run for :data:`PROGRESS_AFTER` seconds: a push or fetch of 100,000 commits takes
+    seconds."""
     if progress is None:
         return subprocess.run(args, capture_output=True, stdin=subprocess.DEVNULL, env=env)
     with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -66,10 +71,12 @@ def transfer(args: list[str], env: dict[str, str],
         out: list[bytes] = []
         reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
         reader.start()  # (a full stdout pipe would stop git while stderr is read here)
-        err, pending = bytearray(), b""
+        err, pending, shown_from = bytearray(), b"", time.monotonic() + PROGRESS_AFTER
         while chunk := os.read(stderr.fileno(), 65536):
             err += chunk
             *lines, pending = re.split(rb"(?<=[\r\n])", pending + chunk)
+            if time.monotonic() < shown_from:
+                continue
             for line in lines:
                 if _PROGRESS_LINE.match(line):
                     progress(line)
